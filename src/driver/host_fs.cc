@@ -1,0 +1,148 @@
+#include "driver/host_fs.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "driver/unique_fd.h"
+
+namespace fcc::driver {
+namespace {
+
+std::error_code LastError() { return {errno, std::system_category()}; }
+
+constexpr unsigned long kTmpfsFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+}  // namespace
+
+PathKind LinuxHostFs::Inspect(const std::string& path) {
+  struct statx stx {};
+  if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+            STATX_TYPE, &stx) != 0) {
+    return errno == ENOENT ? PathKind::kMissing : PathKind::kUnreadable;
+  }
+  if (S_ISLNK(stx.stx_mode)) return PathKind::kSymlink;
+  if (!S_ISDIR(stx.stx_mode)) return PathKind::kOther;
+  // STATX_ATTR_MOUNT_ROOT (Linux 5.8+) sees bind mounts of the same
+  // filesystem too, which a st_dev comparison with the parent would miss.
+  if (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) {
+    return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? PathKind::kMountRoot
+                                                        : PathKind::kDirectory;
+  }
+  struct stat self {
+  }, parent{};
+  const std::string parent_path = path + "/..";
+  if (stat(path.c_str(), &self) != 0 || stat(parent_path.c_str(), &parent)) {
+    return PathKind::kUnreadable;
+  }
+  return self.st_dev != parent.st_dev ? PathKind::kMountRoot
+                                      : PathKind::kDirectory;
+}
+
+std::error_code LinuxHostFs::MakeDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0) return LastError();
+  return {};
+}
+
+std::error_code LinuxHostFs::Remove(const std::string& path) {
+  if (rmdir(path.c_str()) == 0 || errno == ENOENT) return {};
+  if (errno == ENOTDIR && unlink(path.c_str()) == 0) return {};
+  return LastError();
+}
+
+std::error_code LinuxHostFs::MountTmpfs(const std::string& target,
+                                        const std::string& options) {
+  if (mount(kMountSource, target.c_str(), "tmpfs", kTmpfsFlags,
+            options.c_str()) != 0) {
+    return LastError();
+  }
+  return {};
+}
+
+std::error_code LinuxHostFs::RemountReadOnly(const std::string& target,
+                                             const std::string& options) {
+  if (mount(kMountSource, target.c_str(), "tmpfs",
+            MS_REMOUNT | MS_RDONLY | kTmpfsFlags, options.c_str()) != 0) {
+    return LastError();
+  }
+  return {};
+}
+
+std::error_code LinuxHostFs::Unmount(const std::string& target) {
+  if (umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return {};
+  if (errno == EBUSY &&
+      umount2(target.c_str(), UMOUNT_NOFOLLOW | MNT_DETACH) == 0) {
+    return {};
+  }
+  return LastError();
+}
+
+std::error_code LinuxHostFs::WriteNewFile(const std::string& path,
+                                          std::string_view content, mode_t mode,
+                                          uid_t uid, gid_t gid) {
+  UniqueFd fd(open(path.c_str(),
+                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                   0));  // no permissions until the owner is right
+  if (!fd) return LastError();
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n =
+        write(fd.get(), content.data() + written, content.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return LastError();
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (fchown(fd.get(), uid, gid) != 0 || fchmod(fd.get(), mode) != 0) {
+    return LastError();
+  }
+  return {};
+}
+
+std::expected<FileSnapshot, std::error_code> LinuxHostFs::ReadFile(
+    const std::string& path, size_t max_bytes) {
+  UniqueFd fd(open(path.c_str(),
+                   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return std::unexpected(LastError());
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return std::unexpected(LastError());
+  FileSnapshot snap;
+  snap.mode = st.st_mode & 07777;
+  snap.uid = st.st_uid;
+  snap.gid = st.st_gid;
+  snap.regular = S_ISREG(st.st_mode);
+  if (!snap.regular) return snap;
+  std::string content(max_bytes, '\0');
+  size_t got = 0;
+  while (got < max_bytes) {
+    const ssize_t n = read(fd.get(), content.data() + got, max_bytes - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const auto error = LastError();
+      snap.content = curve::Secret(std::move(content));  // wiped on return
+      return std::unexpected(error);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  content.resize(got);
+  snap.content = curve::Secret(std::move(content));
+  return snap;
+}
+
+std::expected<FsInfo, std::error_code> LinuxHostFs::StatFs(
+    const std::string& path) {
+  struct statfs fs {};
+  if (statfs(path.c_str(), &fs) != 0) return std::unexpected(LastError());
+  return FsInfo{.is_tmpfs = fs.f_type == TMPFS_MAGIC,
+                .read_only = (fs.f_flags & ST_RDONLY) != 0};
+}
+
+}  // namespace fcc::driver

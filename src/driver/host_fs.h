@@ -1,0 +1,95 @@
+// The kernel operations publishing needs, behind one narrow interface so the
+// publish logic can be tested with injected faults and without root.
+#pragma once
+
+#include <sys/types.h>
+
+#include <expected>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "curve/secret.h"
+
+namespace fcc::driver {
+
+// What is at a path, looked at without following a symlink.
+enum class PathKind {
+  kMissing,
+  kDirectory,  // a plain directory, not the root of a mount
+  kMountRoot,  // the root directory of a mount
+  kSymlink,
+  kOther,       // a file, socket, device, ...
+  kUnreadable,  // stat failed other than ENOENT: e.g. a broken mount (ENOTCONN)
+};
+
+struct FileSnapshot {
+  curve::Secret content;
+  mode_t mode = 0;  // permission bits only
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool regular = false;
+};
+
+struct FsInfo {
+  bool is_tmpfs = false;
+  bool read_only = false;
+};
+
+class HostFs {
+ public:
+  virtual ~HostFs() = default;
+
+  virtual PathKind Inspect(const std::string& path) = 0;
+  virtual std::error_code MakeDir(const std::string& path, mode_t mode) = 0;
+  // Removes an empty directory, or a symlink or file (never following it).
+  // A missing path is success.
+  virtual std::error_code Remove(const std::string& path) = 0;
+  // Mounts a new tmpfs with nosuid,nodev,noexec and the given data options
+  // (size=..,mode=..,uid=..).
+  virtual std::error_code MountTmpfs(const std::string& target,
+                                     const std::string& options) = 0;
+  // Makes the tmpfs at `target` read-only (the superblock, so no bind of it
+  // can write either).
+  virtual std::error_code RemountReadOnly(const std::string& target,
+                                          const std::string& options) = 0;
+  // Unmounts the top mount at `target`, detaching it lazily if busy.
+  // EINVAL means `target` was not a mount point.
+  virtual std::error_code Unmount(const std::string& target) = 0;
+  // Creates a new file (O_EXCL, never through a symlink) with `content`,
+  // then sets owner and mode.
+  virtual std::error_code WriteNewFile(const std::string& path,
+                                       std::string_view content, mode_t mode,
+                                       uid_t uid, gid_t gid) = 0;
+  // Reads at most `max_bytes` of a file without following a symlink.
+  virtual std::expected<FileSnapshot, std::error_code> ReadFile(
+      const std::string& path, size_t max_bytes) = 0;
+  virtual std::expected<FsInfo, std::error_code> StatFs(
+      const std::string& path) = 0;
+};
+
+// The real thing: Linux syscalls.
+class LinuxHostFs : public HostFs {
+ public:
+  PathKind Inspect(const std::string& path) override;
+  std::error_code MakeDir(const std::string& path, mode_t mode) override;
+  std::error_code Remove(const std::string& path) override;
+  std::error_code MountTmpfs(const std::string& target,
+                             const std::string& options) override;
+  std::error_code RemountReadOnly(const std::string& target,
+                                  const std::string& options) override;
+  std::error_code Unmount(const std::string& target) override;
+  std::error_code WriteNewFile(const std::string& path,
+                               std::string_view content, mode_t mode, uid_t uid,
+                               gid_t gid) override;
+  std::expected<FileSnapshot, std::error_code> ReadFile(
+      const std::string& path, size_t max_bytes) override;
+  std::expected<FsInfo, std::error_code> StatFs(
+      const std::string& path) override;
+};
+
+// The mount source name every volume of this driver carries, so an operator
+// can find them: `findmnt -t tmpfs -S curve.minicluster.dev`.
+inline constexpr char kMountSource[] = "curve.minicluster.dev";
+
+}  // namespace fcc::driver

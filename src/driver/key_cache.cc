@@ -1,0 +1,57 @@
+#include "driver/key_cache.h"
+
+#include "curve/cert.h"
+
+namespace fcc::driver {
+
+MiniClusterCert MakeMiniClusterCert(const curve::Secret& master_key,
+                                    const curve::MiniClusterId& id) {
+  const curve::CurveKeypair keys = curve::DeriveKeypair(master_key, id);
+  return MiniClusterCert{.id = id,
+                         .public_z85 = keys.public_z85,
+                         .text = curve::RenderCert(id.QualifiedName(), keys)};
+}
+
+KeyCache::KeyCache(curve::Secret master_key)
+    : master_key_(std::move(master_key)) {}
+
+KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
+                                  const curve::MiniClusterId& id) {
+  const std::string key = curve::DerivationInfo(id);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = by_minicluster_.find(key); it != by_minicluster_.end()) {
+      ++hits_;
+      const auto [vol, inserted] = by_volume_.emplace(volume_id, key);
+      if (inserted) ++it->second.volumes;
+      return {it->second.cert, inserted};
+    }
+  }
+  // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
+  auto cert = std::make_shared<const MiniClusterCert>(
+      MakeMiniClusterCert(master_key_, id));
+  std::lock_guard lock(mu_);
+  ++misses_;
+  auto [it, created] = by_minicluster_.try_emplace(key, Entry{cert, 0});
+  const auto [vol, inserted] = by_volume_.emplace(volume_id, key);
+  if (inserted) ++it->second.volumes;
+  return {it->second.cert, inserted};
+}
+
+void KeyCache::Release(const std::string& volume_id) {
+  std::lock_guard lock(mu_);
+  auto vol = by_volume_.find(volume_id);
+  if (vol == by_volume_.end()) return;
+  auto it = by_minicluster_.find(vol->second);
+  by_volume_.erase(vol);
+  if (it != by_minicluster_.end() && --it->second.volumes == 0) {
+    by_minicluster_.erase(it);
+  }
+}
+
+KeyCache::Stats KeyCache::GetStats() const {
+  std::lock_guard lock(mu_);
+  return {hits_, misses_, by_minicluster_.size(), by_volume_.size()};
+}
+
+}  // namespace fcc::driver

@@ -1,0 +1,170 @@
+// flux-curve-csi: the node plugin (serve) and its debugging subcommands.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "curve/cert.h"
+#include "curve/cert_file.h"
+#include "driver/key_cache.h"
+#include "driver/logging.h"
+#include "driver/master_key.h"
+#include "driver/server.h"
+#include "driver/volume_request.h"
+
+namespace {
+
+using namespace fcc;
+
+struct CertArgs {
+  std::string master_key_file;
+  std::string namespace_name;
+  std::string minicluster;
+  std::string generation;
+  bool public_only = false;
+};
+
+int PrintCert(const CertArgs& args) {
+  if (!driver::IsDns1123Label(args.namespace_name)) {
+    std::cerr << "--namespace must be a namespace name (DNS-1123 label)\n";
+    return 2;
+  }
+  if (!driver::IsDns1123Subdomain(args.minicluster)) {
+    std::cerr << "--minicluster must be a MiniCluster name (DNS-1123 "
+                 "subdomain)\n";
+    return 2;
+  }
+  auto master_key = driver::LoadMasterKey(args.master_key_file);
+  if (!master_key) {
+    std::cerr << master_key.error() << "\n";
+    return 2;
+  }
+  const driver::MiniClusterCert cert = driver::MakeMiniClusterCert(
+      *master_key, {args.namespace_name, args.minicluster, args.generation});
+  if (args.public_only) {
+    std::cout << cert.public_z85 << "\n";
+  } else {
+    std::fwrite(cert.text.reveal().data(), 1, cert.text.size(), stdout);
+  }
+  return 0;
+}
+
+struct VerifyArgs {
+  std::string file;
+  std::string expect_public;
+  std::string expect_name;
+};
+
+int VerifyCert(const VerifyArgs& args) {
+  auto cert = curve::LoadCertFile(args.file);
+  if (!cert) {
+    std::cerr << "INVALID " << cert.error() << "\n";
+    return 1;
+  }
+  const auto name = cert->metadata.find("name");
+  const std::string name_text =
+      name == cert->metadata.end() ? "" : name->second;
+  if (!args.expect_public.empty() &&
+      args.expect_public != cert->keys.public_z85) {
+    std::cerr << "MISMATCH " << args.file << ": public-key "
+              << cert->keys.public_z85 << " is not the expected "
+              << args.expect_public << "\n";
+    return 1;
+  }
+  if (!args.expect_name.empty() && args.expect_name != name_text) {
+    std::cerr << "MISMATCH " << args.file << ": metadata name \"" << name_text
+              << "\" is not the expected \"" << args.expect_name << "\"\n";
+    return 1;
+  }
+  std::cout << "OK " << args.file << ": name=\"" << name_text
+            << "\" public-key=" << cert->keys.public_z85 << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "flux-curve-csi: CSI node plugin that mounts a Flux MiniCluster's "
+      "shared ZeroMQ CURVE certificate (curve.cert) into its pods"};
+  app.set_version_flag("--version", FCC_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  std::string log_level = "info";
+  std::string log_format = "text";
+  app.add_option("--log-level", log_level,
+                 "Log level: trace, debug, info, warn, error")
+      ->envname("LOG_LEVEL")
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "Log format: text or json")
+      ->envname("LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
+  driver::ServeOptions serve;
+  serve.endpoint = "unix:///csi/csi.sock";
+  serve.master_key_file = "/etc/flux-curve-csi/master.key";
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "Serve CSI Identity and Node on a unix socket (the DaemonSet)");
+  serve_cmd
+      ->add_option("--endpoint", serve.endpoint,
+                   "CSI endpoint, unix:///path/csi.sock; created 0600")
+      ->envname("CSI_ENDPOINT")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--node-id", serve.node_id,
+                   "Node ID for NodeGetInfo (the Kubernetes node name)")
+      ->envname("NODE_NAME");
+  serve_cmd
+      ->add_option("--master-key-file", serve.master_key_file,
+                   "Cluster-wide master key (>= 32 bytes, mode 0400/0600)")
+      ->envname("MASTER_KEY_FILE")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,
+                   "tmpfs size limit of each volume")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))
+      ->capture_default_str();
+
+  CertArgs cert_args;
+  auto* cert_cmd = app.add_subcommand(
+      "cert",
+      "Print the curve.cert a MiniCluster gets (debugging; holds its secret "
+      "key unless --public-only)");
+  cert_cmd
+      ->add_option("--master-key-file", cert_args.master_key_file,
+                   "Master key file (same as the DaemonSet's)")
+      ->required();
+  cert_cmd
+      ->add_option("--namespace", cert_args.namespace_name,
+                   "The MiniCluster's namespace")
+      ->required();
+  cert_cmd
+      ->add_option("--minicluster", cert_args.minicluster,
+                   "The MiniCluster's name")
+      ->required();
+  cert_cmd->add_option("--generation", cert_args.generation,
+                       "The generation attribute (the MiniCluster's uid)");
+  cert_cmd->add_flag("--public-only", cert_args.public_only,
+                     "Print only the public key");
+
+  VerifyArgs verify_args;
+  auto* verify_cmd = app.add_subcommand(
+      "verify",
+      "Check a curve.cert as a Flux broker would (format, key pair, mode)");
+  verify_cmd->add_option("file", verify_args.file, "The cert file")->required();
+  verify_cmd->add_option("--expect-public", verify_args.expect_public,
+                         "Fail unless the public key is this Z85 key");
+  verify_cmd->add_option("--expect-name", verify_args.expect_name,
+                         "Fail unless metadata name is this <ns>.<name>");
+
+  CLI11_PARSE(app, argc, argv);
+  if (!driver::ConfigureLogging(log_format, log_level)) {
+    std::cerr << "--log-level must be trace, debug, info, warn or error\n";
+    return 2;
+  }
+  if (*serve_cmd) return driver::Serve(serve);
+  if (*cert_cmd) return PrintCert(cert_args);
+  if (*verify_cmd) return VerifyCert(verify_args);
+  return 2;
+}

@@ -1,0 +1,71 @@
+#include "driver/node_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "driver/volume_request.h"
+
+namespace fcc::driver {
+namespace {
+
+// Logs the outcome of one RPC. Only validated, non-secret fields are logged:
+// never the volume_context (it may carry service-account tokens) nor secrets.
+void LogOutcome(std::string_view rpc, std::string_view volume_id,
+                const grpc::Status& status,
+                std::chrono::steady_clock::time_point start) {
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  if (status.ok()) {
+    spdlog::debug("{} volume {}: OK in {} us", rpc, volume_id, micros);
+  } else {
+    spdlog::warn("{} volume {}: code {} in {} us: {}", rpc, volume_id,
+                 static_cast<int>(status.error_code()), micros,
+                 status.error_message());
+  }
+}
+
+}  // namespace
+
+NodeService::NodeService(std::string node_id, Publisher& publisher)
+    : node_id_(std::move(node_id)), publisher_(publisher) {}
+
+grpc::Status NodeService::NodePublishVolume(
+    grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* request,
+    csi::v1::NodePublishVolumeResponse*) {
+  const auto start = std::chrono::steady_clock::now();
+  auto spec = ValidatePublishRequest(*request);
+  grpc::Status status =
+      spec ? publisher_.Publish(*spec) : spec.error().ToStatus();
+  LogOutcome("NodePublishVolume", spec ? spec->volume_id : "(invalid)", status,
+             start);
+  return status;
+}
+
+grpc::Status NodeService::NodeUnpublishVolume(
+    grpc::ServerContext*, const csi::v1::NodeUnpublishVolumeRequest* request,
+    csi::v1::NodeUnpublishVolumeResponse*) {
+  const auto start = std::chrono::steady_clock::now();
+  auto spec = ValidateUnpublishRequest(*request);
+  grpc::Status status =
+      spec ? publisher_.Unpublish(*spec) : spec.error().ToStatus();
+  LogOutcome("NodeUnpublishVolume", spec ? spec->volume_id : "(invalid)",
+             status, start);
+  return status;
+}
+
+grpc::Status NodeService::NodeGetCapabilities(
+    grpc::ServerContext*, const csi::v1::NodeGetCapabilitiesRequest*,
+    csi::v1::NodeGetCapabilitiesResponse*) {
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*,
+                                      const csi::v1::NodeGetInfoRequest*,
+                                      csi::v1::NodeGetInfoResponse* response) {
+  response->set_node_id(node_id_);
+  return grpc::Status::OK;
+}
+
+}  // namespace fcc::driver

@@ -1,0 +1,212 @@
+#include "driver/publisher.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "curve/cert.h"
+
+namespace fcc::driver {
+namespace {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+constexpr mode_t kCertMode = 0400;  // Flux refuses group/other-readable certs
+constexpr mode_t kTargetDirMode = 0750;
+constexpr size_t kMaxCertBytes = 4096;
+// More stacked mounts than this at one target is not ours to fix by looping.
+constexpr int kMaxStackedMounts = 64;
+
+std::string CertPath(const std::string& target) {
+  return target + "/" + std::string(curve::kCertFileName);
+}
+
+Status Internal(std::string_view step, const std::string& target,
+                std::error_code ec) {
+  return Status(StatusCode::INTERNAL,
+                fmt::format("{} at target_path {} failed: {}", step, target,
+                            ec.message()));
+}
+
+}  // namespace
+
+Publisher::Publisher(HostFs& fs, KeyCache& keys, PublisherOptions options)
+    : fs_(fs), keys_(keys), options_(options) {}
+
+std::string Publisher::TmpfsOptions(const Owner& owner) const {
+  // The root directory belongs to the owner and only they may list it; two
+  // inodes are enough (root directory + curve.cert).
+  return fmt::format("size={},nr_inodes=8,mode=0500,uid={},gid={}",
+                     options_.volume_size_bytes, owner.uid, owner.gid);
+}
+
+Status Publisher::Publish(const PublishSpec& spec) {
+  const auto guard = locks_.Lock(spec.volume_id);
+  const KeyCache::Lease lease = keys_.Acquire(spec.volume_id, spec.minicluster);
+  Status status = PublishLocked(spec, *lease.cert);
+  if (!status.ok() && lease.newly_acquired) keys_.Release(spec.volume_id);
+  return status;
+}
+
+Status Publisher::PublishLocked(const PublishSpec& spec,
+                                const MiniClusterCert& cert) {
+  const std::string& target = spec.target_path;
+  switch (fs_.Inspect(target)) {
+    case PathKind::kMissing: {
+      // kubelet creates only the parent; the target directory is ours.
+      if (auto ec = fs_.MakeDir(target, kTargetDirMode)) {
+        if (ec == std::errc::no_such_file_or_directory) {
+          return Status(StatusCode::FAILED_PRECONDITION,
+                        fmt::format("the parent directory of target_path {} "
+                                    "does not exist (kubelet creates it)",
+                                    target));
+        }
+        return Internal("creating the directory", target, ec);
+      }
+      return MountFresh(spec, cert, /*created_dir=*/true);
+    }
+    case PathKind::kDirectory:
+      return MountFresh(spec, cert, /*created_dir=*/false);
+    case PathKind::kSymlink:
+    case PathKind::kOther:
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    fmt::format("target_path {} exists and is not a directory; "
+                                "the driver never follows or replaces it",
+                                target));
+    case PathKind::kMountRoot:
+      switch (CheckPublished(target, spec, cert)) {
+        case TargetVerdict::kHealthy:
+          spdlog::debug("volume {} already published at {}", spec.volume_id,
+                        target);
+          return Status::OK;
+        case TargetVerdict::kIncompatible:
+          return Status(
+              StatusCode::ALREADY_EXISTS,
+              fmt::format("target_path {} is already published with another "
+                          "MiniCluster, generation or owner; unpublish it "
+                          "before publishing volume {} there",
+                          target, spec.volume_id));
+        case TargetVerdict::kDamaged:
+          break;
+      }
+      spdlog::warn("volume {}: repairing a damaged or half-made mount at {}",
+                   spec.volume_id, target);
+      [[fallthrough]];
+    case PathKind::kUnreadable:
+      if (auto ec = UnmountAll(target)) {
+        return Internal("unmounting the damaged volume", target, ec);
+      }
+      if (fs_.Inspect(target) != PathKind::kDirectory) {
+        return Status(StatusCode::INTERNAL,
+                      fmt::format("target_path {} is not a plain directory "
+                                  "after unmounting it",
+                                  target));
+      }
+      return MountFresh(spec, cert, /*created_dir=*/false);
+  }
+  return Status(StatusCode::INTERNAL, "unreachable");
+}
+
+Publisher::TargetVerdict Publisher::CheckPublished(
+    const std::string& target, const PublishSpec& spec,
+    const MiniClusterCert& cert) {
+  auto fs = fs_.StatFs(target);
+  if (!fs || !fs->is_tmpfs || !fs->read_only) return TargetVerdict::kDamaged;
+  auto file = fs_.ReadFile(CertPath(target), kMaxCertBytes);
+  if (!file || !file->regular) return TargetVerdict::kDamaged;
+  const bool same_bytes = file->content == cert.text;
+  const bool same_owner =
+      file->uid == spec.owner.uid && file->gid == spec.owner.gid;
+  if (same_bytes && same_owner && file->mode == kCertMode) {
+    return TargetVerdict::kHealthy;
+  }
+  // A complete, valid cert that is simply not this request's: another
+  // publish owns this target. Anything else is damage we may repair.
+  if (file->mode == kCertMode && curve::ParseCert(file->content.reveal())) {
+    return TargetVerdict::kIncompatible;
+  }
+  return TargetVerdict::kDamaged;
+}
+
+Status Publisher::MountFresh(const PublishSpec& spec,
+                             const MiniClusterCert& cert, bool created_dir) {
+  const std::string& target = spec.target_path;
+  const std::string options = TmpfsOptions(spec.owner);
+  auto roll_back = [&](bool mounted, Status failure) {
+    if (mounted) {
+      if (auto ec = UnmountAll(target)) {
+        spdlog::error("volume {}: rollback could not unmount {}: {}",
+                      spec.volume_id, target, ec.message());
+        return failure;  // the next publish or unpublish repairs it
+      }
+    }
+    if (created_dir) {
+      if (auto ec = fs_.Remove(target)) {
+        spdlog::error("volume {}: rollback could not remove {}: {}",
+                      spec.volume_id, target, ec.message());
+      }
+    }
+    return failure;
+  };
+
+  if (auto ec = fs_.MountTmpfs(target, options)) {
+    return roll_back(false, Internal("mounting tmpfs", target, ec));
+  }
+  if (auto ec = fs_.WriteNewFile(CertPath(target), cert.text.reveal(),
+                                 kCertMode, spec.owner.uid, spec.owner.gid)) {
+    const StatusCode code = ec == std::errc::no_space_on_device
+                                ? StatusCode::RESOURCE_EXHAUSTED
+                                : StatusCode::INTERNAL;
+    return roll_back(true, Status(code, fmt::format("writing {} at "
+                                                    "target_path {} failed: {}",
+                                                    curve::kCertFileName,
+                                                    target, ec.message())));
+  }
+  if (auto ec = fs_.RemountReadOnly(target, options)) {
+    return roll_back(true, Internal("remounting read-only", target, ec));
+  }
+  spdlog::info(
+      "published volume {} at {}: minicluster {} public-key {} owner {}:{} "
+      "pod {} ({})",
+      spec.volume_id, target, spec.minicluster.QualifiedName(), cert.public_z85,
+      spec.owner.uid, spec.owner.gid, spec.pod_name, spec.pod_uid);
+  return Status::OK;
+}
+
+std::error_code Publisher::UnmountAll(const std::string& target) {
+  for (int i = 0; i < kMaxStackedMounts; ++i) {
+    const PathKind kind = fs_.Inspect(target);
+    if (kind != PathKind::kMountRoot && kind != PathKind::kUnreadable) {
+      return {};
+    }
+    if (auto ec = fs_.Unmount(target)) {
+      // EINVAL: not a mount point after all (e.g. an unreadable plain path).
+      if (ec == std::errc::invalid_argument) return {};
+      return ec;
+    }
+  }
+  return std::make_error_code(std::errc::too_many_links);
+}
+
+Status Publisher::Unpublish(const UnpublishSpec& spec) {
+  const auto guard = locks_.Lock(spec.volume_id);
+  const std::string& target = spec.target_path;
+  if (auto ec = UnmountAll(target)) {
+    return Internal("unmounting", target, ec);
+  }
+  if (auto ec = fs_.Remove(target)) {
+    if (ec == std::errc::directory_not_empty) {
+      return Status(
+          StatusCode::FAILED_PRECONDITION,
+          fmt::format("target_path {} is not a mount but holds files the "
+                      "driver did not write; not deleting them",
+                      target));
+    }
+    return Internal("removing the directory", target, ec);
+  }
+  keys_.Release(spec.volume_id);
+  spdlog::info("unpublished volume {} at {}", spec.volume_id, target);
+  return Status::OK;
+}
+
+}  // namespace fcc::driver

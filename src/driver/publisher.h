@@ -1,0 +1,56 @@
+// Publish and unpublish: one small read-only tmpfs per volume holding
+// curve.cert. The kernel mount table and the tmpfs contents are the only
+// state, so a restarted driver picks up where the old one stopped.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <string>
+
+#include "driver/host_fs.h"
+#include "driver/key_cache.h"
+#include "driver/volume_locks.h"
+#include "driver/volume_request.h"
+
+namespace fcc::driver {
+
+struct PublisherOptions {
+  // tmpfs size= limit. A cert is ~250 bytes; the kernel rounds up to pages.
+  uint64_t volume_size_bytes = 16 * 1024;
+};
+
+class Publisher {
+ public:
+  Publisher(HostFs& fs, KeyCache& keys, PublisherOptions options = {});
+
+  // Idempotent: a healthy publish of the same volume returns OK and adds no
+  // mount; a damaged one is repaired; a target holding another MiniCluster's
+  // or owner's cert is ALREADY_EXISTS. A failure leaves nothing behind.
+  grpc::Status Publish(const PublishSpec& spec);
+  // Idempotent and tolerant: missing, plain directory, stacked or broken
+  // mounts all end with the path gone and OK.
+  grpc::Status Unpublish(const UnpublishSpec& spec);
+
+  // The tmpfs data options for a volume owned by `owner`.
+  std::string TmpfsOptions(const Owner& owner) const;
+
+ private:
+  enum class TargetVerdict { kHealthy, kIncompatible, kDamaged };
+  TargetVerdict CheckPublished(const std::string& target,
+                               const PublishSpec& spec,
+                               const MiniClusterCert& cert);
+  grpc::Status PublishLocked(const PublishSpec& spec,
+                             const MiniClusterCert& cert);
+  grpc::Status MountFresh(const PublishSpec& spec, const MiniClusterCert& cert,
+                          bool created_dir);
+  // Unmounts every mount stacked at `target`; ok once none is left.
+  std::error_code UnmountAll(const std::string& target);
+
+  HostFs& fs_;
+  KeyCache& keys_;
+  const PublisherOptions options_;
+  VolumeLocks locks_;
+};
+
+}  // namespace fcc::driver

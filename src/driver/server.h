@@ -1,0 +1,27 @@
+// The CSI gRPC server on a unix socket.
+#pragma once
+
+#include <expected>
+#include <string>
+
+#include "driver/publisher.h"
+
+namespace fcc::driver {
+
+struct ServeOptions {
+  std::string endpoint;  // unix:///path/csi.sock
+  std::string node_id;
+  std::string master_key_file;
+  PublisherOptions publisher;
+};
+
+// "unix:///abs/path" or "unix:/abs/path" → "/abs/path"; other schemes are
+// refused (CSI is served over unix sockets only).
+std::expected<std::string, std::string> SocketPathFromEndpoint(
+    const std::string& endpoint);
+
+// Loads the master key, serves until SIGTERM or SIGINT, then drains
+// in-flight calls. Returns the process exit code.
+int Serve(const ServeOptions& options);
+
+}  // namespace fcc::driver

@@ -1,0 +1,287 @@
+#include "driver/volume_request.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace fcc::driver {
+namespace {
+
+using csi::v1::VolumeCapability;
+using grpc::StatusCode;
+
+std::unexpected<RequestError> Invalid(std::string message) {
+  return std::unexpected(
+      RequestError{StatusCode::INVALID_ARGUMENT, std::move(message)});
+}
+
+bool IsLowerAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+// Safe to put in a log line or error message verbatim.
+bool IsPlainToken(std::string_view s) {
+  for (char c : s) {
+    if (!(IsLowerAlnum(c) || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
+          c == '.' || c == ':')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::expected<std::string, RequestError> CheckVolumeId(std::string_view id) {
+  if (id.empty()) {
+    return Invalid("volume_id is required (kubelet sends csi-<sha256>)");
+  }
+  if (id.size() > kMaxVolumeIdBytes || !IsPlainToken(id)) {
+    return Invalid(fmt::format(
+        "volume_id must be at most {} characters of A-Z a-z 0-9 . _ - :",
+        kMaxVolumeIdBytes));
+  }
+  return std::string(id);
+}
+
+std::expected<std::string, RequestError> CheckTargetPath(std::string_view p) {
+  if (p.empty()) {
+    return Invalid(
+        "target_path is required (kubelet sends "
+        "/var/lib/kubelet/pods/<uid>/volumes/kubernetes.io~csi/<vol>/mount)");
+  }
+  if (p.size() > kMaxTargetPathBytes) {
+    return Invalid(fmt::format("target_path is longer than {} bytes",
+                               kMaxTargetPathBytes));
+  }
+  if (p.front() != '/') {
+    return Invalid("target_path must be an absolute path");
+  }
+  if (p.find('\0') != std::string_view::npos) {
+    return Invalid("target_path must not contain a NUL byte");
+  }
+  // Refuse "." and ".." components: the driver never resolves its way out
+  // of the directory kubelet named.
+  size_t start = 1;
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string_view::npos) end = p.size();
+    const std::string_view part = p.substr(start, end - start);
+    if (part == "." || part == "..") {
+      return Invalid("target_path must not contain '.' or '..' components");
+    }
+    start = end + 1;
+  }
+  std::string path(p);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::expected<void, RequestError> CheckCapability(
+    const csi::v1::NodePublishVolumeRequest& request) {
+  if (!request.has_volume_capability()) {
+    return Invalid("volume_capability is required");
+  }
+  const VolumeCapability& cap = request.volume_capability();
+  if (cap.has_block()) {
+    return Invalid(
+        "volume_capability.block is not supported: curve.minicluster.dev "
+        "provides a file, use a filesystem volume (volumeMode: Filesystem)");
+  }
+  if (!cap.has_mount()) {
+    return Invalid("volume_capability.mount is required (access type mount)");
+  }
+  const std::string& fs_type = cap.mount().fs_type();
+  if (!fs_type.empty() && fs_type != "tmpfs") {
+    return Invalid(fmt::format(
+        "volume_capability.mount.fs_type {:?} is not supported: the volume is "
+        "always tmpfs; leave fsType unset",
+        IsPlainToken(fs_type) ? fs_type : std::string("<invalid>")));
+  }
+  if (cap.mount().mount_flags_size() > 0) {
+    return Invalid(
+        "volume_capability.mount.mount_flags are not supported: the driver "
+        "chooses ro,nosuid,nodev,noexec; remove mountOptions");
+  }
+  if (cap.mount().volume_mount_group().size() > 0) {
+    return Invalid(
+        "volume_capability.mount.volume_mount_group is not supported: set "
+        "the file owner with the 'owner' volume attribute");
+  }
+  if (!cap.has_access_mode() ||
+      cap.access_mode().mode() == VolumeCapability::AccessMode::UNKNOWN) {
+    return Invalid("volume_capability.access_mode is required");
+  }
+  return {};
+}
+
+}  // namespace
+
+bool IsDns1123Label(std::string_view s) {
+  if (s.empty() || s.size() > 63) return false;
+  if (!IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
+  for (char c : s) {
+    if (!IsLowerAlnum(c) && c != '-') return false;
+  }
+  return true;
+}
+
+bool IsDns1123Subdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = s.find('.', start);
+    const std::string_view label =
+        s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
+    if (label.empty()) return false;
+    if (!IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) {
+      return false;
+    }
+    for (char c : label) {
+      if (!IsLowerAlnum(c) && c != '-') return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+std::expected<Owner, std::string> ParseOwner(std::string_view text) {
+  auto parse_id = [](std::string_view s) -> std::expected<uint32_t, bool> {
+    if (s.empty() || s.size() > 10) return std::unexpected(false);
+    uint64_t value = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return std::unexpected(false);
+    }
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size() ||
+        value >= 0xffffffffULL) {
+      return std::unexpected(false);
+    }
+    return static_cast<uint32_t>(value);
+  };
+  const std::string_view kHint =
+      "must be a numeric uid or uid:gid, each from 0 to 4294967294 "
+      "(e.g. \"1000\" or \"1000:1000\")";
+  const size_t colon = text.find(':');
+  auto uid = parse_id(text.substr(0, colon));
+  if (!uid) return std::unexpected(std::string(kHint));
+  if (colon == std::string_view::npos) return Owner{*uid, *uid};
+  auto gid = parse_id(text.substr(colon + 1));
+  if (!gid) return std::unexpected(std::string(kHint));
+  return Owner{*uid, *gid};
+}
+
+std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request) {
+  PublishSpec spec;
+  auto volume_id = CheckVolumeId(request.volume_id());
+  if (!volume_id) return std::unexpected(volume_id.error());
+  spec.volume_id = std::move(*volume_id);
+
+  auto target = CheckTargetPath(request.target_path());
+  if (!target) return std::unexpected(target.error());
+  spec.target_path = std::move(*target);
+
+  if (auto cap = CheckCapability(request); !cap) {
+    return std::unexpected(cap.error());
+  }
+  if (!request.readonly()) {
+    return Invalid(
+        "readonly must be true: curve volumes are always read-only; set "
+        "readOnly: true in the pod's volumes[].csi");
+  }
+  // NodeStage is not offered, so a staging path means a confused caller.
+  if (!request.staging_target_path().empty()) {
+    return Invalid(
+        "staging_target_path must be empty: this driver has no "
+        "STAGE_UNSTAGE_VOLUME capability");
+  }
+
+  const auto& ctx = request.volume_context();
+  const auto find = [&](std::string_view key) -> const std::string* {
+    auto it = ctx.find(std::string(key));
+    return it == ctx.end() ? nullptr : &it->second;
+  };
+
+  // Pod info and the ephemeral marker: both come from kubelet only.
+  const std::string* ephemeral = find(kEphemeral);
+  if (ephemeral == nullptr || *ephemeral != "true") {
+    return Invalid(
+        "volume_context[csi.storage.k8s.io/ephemeral] must be \"true\": "
+        "curve.minicluster.dev serves only inline ephemeral volumes "
+        "(volumes[].csi in a pod spec, CSIDriver volumeLifecycleModes: "
+        "[Ephemeral]), not PersistentVolumes");
+  }
+  const std::string* ns = find(kPodNamespace);
+  if (ns == nullptr) {
+    return Invalid(
+        "volume_context[csi.storage.k8s.io/pod.namespace] is missing: set "
+        "podInfoOnMount: true in the curve.minicluster.dev CSIDriver object "
+        "(kubectl apply -f deploy/csidriver.yaml)");
+  }
+  if (!IsDns1123Label(*ns)) {
+    return Invalid(
+        "volume_context[csi.storage.k8s.io/pod.namespace] is not a valid "
+        "namespace name (DNS-1123 label)");
+  }
+  spec.minicluster.namespace_name = *ns;
+  if (const std::string* name = find(kPodName);
+      name != nullptr && name->size() <= 253 && IsPlainToken(*name)) {
+    spec.pod_name = *name;
+  }
+  if (const std::string* uid = find(kPodUid);
+      uid != nullptr && uid->size() <= 64 && IsPlainToken(*uid)) {
+    spec.pod_uid = *uid;
+  }
+
+  bool have_minicluster = false;
+  for (const auto& [key, value] : ctx) {
+    if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
+    if (key == kAttrMiniCluster) {
+      if (!IsDns1123Subdomain(value)) {
+        return Invalid(
+            "volumeAttributes.minicluster must be the MiniCluster's name: a "
+            "DNS-1123 subdomain (lowercase a-z 0-9 '-' '.', at most 253 "
+            "characters, starting and ending with a letter or digit)");
+      }
+      spec.minicluster.name = value;
+      have_minicluster = true;
+    } else if (key == kAttrGeneration) {
+      if (value.size() > kMaxGenerationBytes || !IsPlainToken(value)) {
+        return Invalid(fmt::format(
+            "volumeAttributes.generation must be at most {} characters of "
+            "A-Z a-z 0-9 . _ - : (the controller sets it to the "
+            "MiniCluster's metadata.uid)",
+            kMaxGenerationBytes));
+      }
+      spec.minicluster.generation = value;
+    } else if (key == kAttrOwner) {
+      auto owner = ParseOwner(value);
+      if (!owner) return Invalid("volumeAttributes.owner " + owner.error());
+      spec.owner = *owner;
+    } else {
+      return Invalid(fmt::format(
+          "volumeAttributes has unknown key {:?}: allowed keys are "
+          "minicluster, generation, owner (check for a typo)",
+          key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>"));
+    }
+  }
+  if (!have_minicluster) {
+    return Invalid(
+        "volumeAttributes.minicluster is required: the name of the "
+        "MiniCluster whose brokers share this cert");
+  }
+  return spec;
+}
+
+std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
+    const csi::v1::NodeUnpublishVolumeRequest& request) {
+  UnpublishSpec spec;
+  auto volume_id = CheckVolumeId(request.volume_id());
+  if (!volume_id) return std::unexpected(volume_id.error());
+  spec.volume_id = std::move(*volume_id);
+  auto target = CheckTargetPath(request.target_path());
+  if (!target) return std::unexpected(target.error());
+  spec.target_path = std::move(*target);
+  return spec;
+}
+
+}  // namespace fcc::driver

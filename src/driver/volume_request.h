@@ -1,0 +1,80 @@
+// Validation of NodePublishVolume / NodeUnpublishVolume requests: pure
+// functions from the CSI request to what the driver will do, or an error
+// with the CSI spec's code and a message naming the field and the fix.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+
+#include "csi.pb.h"
+#include "curve/keys.h"
+
+namespace fcc::driver {
+
+inline constexpr std::string_view kDriverName = "curve.minicluster.dev";
+
+// Volume attribute keys the user may set (volumes[].csi.volumeAttributes).
+inline constexpr std::string_view kAttrMiniCluster = "minicluster";
+inline constexpr std::string_view kAttrGeneration = "generation";
+inline constexpr std::string_view kAttrOwner = "owner";
+
+// Keys kubelet adds with podInfoOnMount: true. Only kubelet may set these;
+// the namespace in particular is the trust boundary and comes only from here.
+inline constexpr std::string_view kKubeletPrefix = "csi.storage.k8s.io/";
+inline constexpr std::string_view kPodNamespace =
+    "csi.storage.k8s.io/pod.namespace";
+inline constexpr std::string_view kPodName = "csi.storage.k8s.io/pod.name";
+inline constexpr std::string_view kPodUid = "csi.storage.k8s.io/pod.uid";
+inline constexpr std::string_view kEphemeral = "csi.storage.k8s.io/ephemeral";
+
+// Bounds on what a request may carry (the CSI spec caps IDs at 128 bytes).
+inline constexpr size_t kMaxVolumeIdBytes = 128;
+inline constexpr size_t kMaxTargetPathBytes = 4095;
+inline constexpr size_t kMaxGenerationBytes = 128;
+
+struct Owner {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  friend bool operator==(const Owner&, const Owner&) = default;
+};
+
+// Everything a publish needs, validated.
+struct PublishSpec {
+  std::string volume_id;
+  std::string target_path;
+  curve::MiniClusterId minicluster;
+  Owner owner;
+  std::string pod_name;  // for logs only
+  std::string pod_uid;   // for logs only
+};
+
+struct UnpublishSpec {
+  std::string volume_id;
+  std::string target_path;
+};
+
+// A refused request: grpc code + a message for the user (never secrets).
+struct RequestError {
+  grpc::StatusCode code;
+  std::string message;
+  grpc::Status ToStatus() const { return grpc::Status(code, message); }
+};
+
+std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request);
+
+std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
+    const csi::v1::NodeUnpublishVolumeRequest& request);
+
+// The building blocks, exposed for tests.
+bool IsDns1123Label(std::string_view s);      // namespaces
+bool IsDns1123Subdomain(std::string_view s);  // MiniCluster (object) names
+// "uid" or "uid:gid", decimal, each below 2^32-1 (which means "no id").
+// A lone uid also sets the gid to the same number.
+std::expected<Owner, std::string> ParseOwner(std::string_view text);
+
+}  // namespace fcc::driver
