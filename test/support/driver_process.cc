@@ -1,0 +1,113 @@
+#include "driver_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "csi_client.h"
+
+namespace fcc::testing {
+
+DriverProcess::DriverProcess(Options options) : options_(std::move(options)) {}
+
+DriverProcess::~DriverProcess() {
+  if (pid_ > 0) Kill9();
+}
+
+pid_t DriverProcess::Spawn() {
+  std::vector<std::string> args = {
+      options_.binary,
+      "--log-level=" + options_.log_level,
+      "serve",
+      "--endpoint=unix://" + options_.socket_path,
+      "--node-id=" + options_.node_id,
+      "--master-key-file=" + options_.master_key_file,
+  };
+  args.insert(args.end(), options_.extra_args.begin(),
+              options_.extra_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!options_.log_path.empty()) {
+      const int fd = open(options_.log_path.c_str(),
+                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        dup2(fd, STDERR_FILENO);
+        dup2(fd, STDOUT_FILENO);
+      }
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+bool DriverProcess::Start(std::chrono::milliseconds timeout) {
+  pid_ = Spawn();
+  if (pid_ <= 0) return false;
+  CsiClient client(options_.socket_path);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    if (access(options_.socket_path.c_str(), F_OK) == 0 &&
+        client.WaitReady(std::chrono::milliseconds(500))) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+int DriverProcess::WaitExit(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Kill9();
+  return -1;
+}
+
+int DriverProcess::RunToExit(std::chrono::milliseconds timeout) {
+  pid_ = Spawn();
+  return WaitExit(timeout);
+}
+
+void DriverProcess::Kill9() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+int DriverProcess::Terminate(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  return WaitExit(timeout);
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace fcc::testing

@@ -1,0 +1,52 @@
+// Runs the real flux-curve-csi binary as a child process ("a node").
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace fcc::testing {
+
+class DriverProcess {
+ public:
+  struct Options {
+    std::string binary = FCC_DRIVER_BINARY;
+    std::string socket_path;
+    std::string node_id = "node-a";
+    std::string master_key_file;
+    std::string log_path;  // stderr is appended here
+    std::string log_level = "trace";
+    std::vector<std::string> extra_args;
+  };
+
+  explicit DriverProcess(Options options);
+  ~DriverProcess();  // SIGKILL if still running
+  DriverProcess(const DriverProcess&) = delete;
+  DriverProcess& operator=(const DriverProcess&) = delete;
+
+  // Starts the driver and waits until Probe answers ready. False if it exits
+  // or does not become ready within `timeout`.
+  bool Start(std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  // Starts the driver and waits for it to exit; returns its exit code (for
+  // start-up refusals).
+  int RunToExit(std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  void Kill9();
+  // SIGTERM and wait; the exit code, or -1 if it had to be killed.
+  int Terminate(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  const Options& options() const { return options_; }
+
+ private:
+  pid_t Spawn();
+  int WaitExit(std::chrono::milliseconds timeout);
+  Options options_;
+  pid_t pid_ = -1;
+};
+
+// Reads a whole file ("" if missing).
+std::string ReadFileOrEmpty(const std::string& path);
+
+}  // namespace fcc::testing
