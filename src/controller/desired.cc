@@ -1,0 +1,202 @@
+#include "desired.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kConfigVolume[] = "flux-config";
+constexpr char kCurveVolume[] = "curve";
+
+json BaseMetadata(const MiniCluster& mc, const std::string& name) {
+  return json{{"name", name},
+              {"namespace", mc.namespace_},
+              {"labels", CommonLabels(mc)},
+              {"ownerReferences", json::array({OwnerReference(mc)})}};
+}
+
+json PodSecurityContext(const FluxUser& user) {
+  json ctx{{"runAsUser", user.uid}};
+  if (user.gid) ctx["runAsGroup"] = *user.gid;
+  if (user.uid != 0) ctx["runAsNonRoot"] = true;
+  return ctx;
+}
+
+}  // namespace
+
+std::string ServiceName(const MiniCluster& mc) { return mc.name; }
+std::string JobName(const MiniCluster& mc) { return mc.name; }
+
+std::string BrokerHostlist(const MiniCluster& mc) {
+  const std::string job = JobName(mc);
+  if (mc.spec.size <= 1) return job + "-0";
+  return job + "-[0-" + std::to_string(mc.spec.size - 1) + "]";
+}
+
+json OwnerReference(const MiniCluster& mc) {
+  return json{{"apiVersion", kApiVersion}, {"kind", kKind},
+              {"name", mc.name},           {"uid", mc.uid},
+              {"controller", true},        {"blockOwnerDeletion", true}};
+}
+
+json CommonLabels(const MiniCluster& mc) {
+  return json{{"app.kubernetes.io/name", "minicluster"},
+              {"app.kubernetes.io/instance", mc.name},
+              {"app.kubernetes.io/managed-by", kManagedByValue},
+              {kNameLabel, mc.name}};
+}
+
+std::string FluxBrokerConfig(const MiniCluster& mc,
+                             const DesiredOptions& opts) {
+  const std::string port = std::to_string(mc.spec.broker_port);
+  std::string toml;
+  toml += "# Flux broker config of MiniCluster " + mc.namespace_ + "/" +
+          mc.name + ", written by minicluster-controller.\n";
+  toml += "[bootstrap]\n";
+  toml += "curve_cert = \"" + opts.curve_mount_path + "/curve.cert\"\n";
+  toml += "default_port = " + port + "\n";
+  toml += "default_bind = \"tcp://0.0.0.0:%p\"\n";
+  // %h is the broker's hostname (<job>-<index>); the headless Service gives
+  // it a DNS record <host>.<service>.<namespace>.svc.<cluster domain>.
+  toml += "default_connect = \"tcp://%h." + ServiceName(mc) + "." +
+          mc.namespace_ + ".svc." + opts.cluster_domain + ":%p\"\n";
+  toml += "hosts = [{ host = \"" + BrokerHostlist(mc) + "\" }]\n";
+  return toml;
+}
+
+std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
+  const std::string conf_dir = opts.config_mount_path + "/config";
+  std::string script;
+  script += "# Written by minicluster-controller; the same for every index.\n";
+  script += "set -eu\n";
+  script += "mkdir -p " + conf_dir + "\n";
+  script += "cat > " + conf_dir + "/broker.toml <<'FLUX_BROKER_TOML'\n";
+  script += FluxBrokerConfig(mc, opts);
+  script += "FLUX_BROKER_TOML\n";
+  script += "exec flux start --config-path=" + conf_dir +
+            " -Stbon.connect_timeout=" + mc.spec.connect_timeout;
+  if (mc.ephemeral()) {
+    // Only rank 0 runs the initial program; when it exits the instance
+    // shuts down and every follower broker exits 0.
+    script += " -- \"$@\"\n";
+  } else {
+    // No initial program: the instance stays up until it is shut down.
+    script += " -Sbroker.rc2_none=1\n";
+  }
+  return script;
+}
+
+json DesiredService(const MiniCluster& mc, const DesiredOptions& opts) {
+  return json{{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", BaseMetadata(mc, ServiceName(mc))},
+              {"spec",
+               {{"clusterIP", "None"},
+                // Brokers must resolve each other before any of them is ready.
+                {"publishNotReadyAddresses", true},
+                {"selector", {{kNameLabel, mc.name}}},
+                {"ports", json::array({{{"name", "flux-broker"},
+                                        {"port", mc.spec.broker_port},
+                                        {"targetPort", mc.spec.broker_port},
+                                        {"protocol", "TCP"}}})}}}};
+}
+
+json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
+  json metadata = BaseMetadata(mc, JobName(mc));
+  for (const char* key : {kQueueNameLabel, kPriorityClassLabel}) {
+    if (auto it = mc.labels.find(key); it != mc.labels.end()) {
+      metadata["labels"][key] = it->second;
+    }
+  }
+
+  json container{
+      {"name", kBrokerContainerName},
+      {"image", mc.spec.image},
+      // "$0" is "flux-broker"; spec.command becomes "$@" unchanged.
+      {"command", json::array({"/bin/sh", "-c", StartScript(mc, opts),
+                               kBrokerContainerName})},
+      {"ports", json::array({{{"name", "flux-broker"},
+                              {"containerPort", mc.spec.broker_port},
+                              {"protocol", "TCP"}}})},
+      {"volumeMounts", json::array({{{"name", kCurveVolume},
+                                     {"mountPath", opts.curve_mount_path},
+                                     {"readOnly", true}},
+                                    {{"name", kConfigVolume},
+                                     {"mountPath", opts.config_mount_path}}})}};
+  if (mc.spec.command) container["args"] = *mc.spec.command;
+  if (!mc.spec.env.empty()) container["env"] = mc.spec.env;
+  if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
+
+  json csi{{"driver", kCsiDriverName},
+           {"readOnly", true},
+           {"volumeAttributes",
+            {{"minicluster", mc.name},
+             // A re-created MiniCluster of the same name gets a new key.
+             {"generation", mc.uid},
+             {"owner", mc.spec.flux_user.OwnerAttribute()}}}};
+
+  json pod_spec{
+      {"subdomain", ServiceName(mc)},
+      {"restartPolicy", "Never"},
+      {"securityContext", PodSecurityContext(mc.spec.flux_user)},
+      {"containers", json::array({container})},
+      {"volumes",
+       json::array({{{"name", kCurveVolume}, {"csi", csi}},
+                    {{"name", kConfigVolume}, {"emptyDir", json::object()}}})}};
+
+  return json{
+      {"apiVersion", "batch/v1"},
+      {"kind", "Job"},
+      {"metadata", metadata},
+      {"spec",
+       {{"completionMode", "Indexed"},
+        {"completions", mc.spec.size},
+        {"parallelism", mc.spec.size},
+        // Always created suspended: Kueue (queued) or the controller
+        // (unqueued) starts it.
+        {"suspend", true},
+        // A broker that fails cannot rejoin a running instance, so one
+        // failure fails the Job instead of retrying a lone pod forever.
+        {"backoffLimit", 0},
+        // The instance is done when rank 0 (index 0) succeeds; the Job
+        // completes and frees its quota even if followers linger.
+        {"successPolicy",
+         {{"rules", json::array({{{"succeededIndexes", "0"}}})}}},
+        {"template",
+         {{"metadata", {{"labels", CommonLabels(mc)}}}, {"spec", pod_spec}}}}}};
+}
+
+json JobApplyBody(const MiniCluster& mc) {
+  return json{{"apiVersion", "batch/v1"},
+              {"kind", "Job"},
+              {"metadata", BaseMetadata(mc, JobName(mc))}};
+}
+
+json JobSuspendApplyBody(const MiniCluster& mc, bool suspend) {
+  return json{
+      {"apiVersion", "batch/v1"},
+      {"kind", "Job"},
+      {"metadata", {{"name", JobName(mc)}, {"namespace", mc.namespace_}}},
+      {"spec", {{"suspend", suspend}}}};
+}
+
+bool IsSubset(const json& want, const json& have) {
+  if (want.is_object()) {
+    if (!have.is_object()) return false;
+    for (const auto& [key, value] : want.items()) {
+      auto it = have.find(key);
+      if (it == have.end() || !IsSubset(value, *it)) return false;
+    }
+    return true;
+  }
+  if (want.is_array()) {
+    if (!have.is_array() || have.size() != want.size()) return false;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!IsSubset(want[i], have[i])) return false;
+    }
+    return true;
+  }
+  return want == have;
+}
+
+}  // namespace fcc::controller

@@ -1,0 +1,77 @@
+// MiniCluster -> the Service and Job the controller wants to exist, plus
+// the Flux broker config and start script inside the Job's pod template.
+// Pure functions: the reconciler and `render` share them, so what `render`
+// prints is what the reconciler sends.
+#ifndef FCC_CONTROLLER_DESIRED_H_
+#define FCC_CONTROLLER_DESIRED_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "minicluster.h"
+
+namespace fcc::controller {
+
+inline constexpr char kCsiDriverName[] = "curve.minicluster.dev";
+inline constexpr char kNameLabel[] = "minicluster.dev/name";
+inline constexpr char kManagedByValue[] = "minicluster-controller";
+inline constexpr char kBrokerContainerName[] = "flux-broker";
+
+// Settings of the whole controller (flags), not of one MiniCluster.
+struct DesiredOptions {
+  std::string cluster_domain = "cluster.local";
+  // Where the CSI volume (and so curve.cert) is mounted in every pod.
+  std::string curve_mount_path = "/etc/flux/curve";
+  // A writable emptyDir the start script writes the broker config into.
+  std::string config_mount_path = "/etc/flux/minicluster";
+};
+
+std::string ServiceName(const MiniCluster& mc);
+std::string JobName(const MiniCluster& mc);
+
+// The hostlist of all brokers, e.g. "demo-[0-3]" (pods of an Indexed Job
+// are named <job>-<index> by the Job controller).
+std::string BrokerHostlist(const MiniCluster& mc);
+
+// The ownerReference every object made for `mc` carries, so the garbage
+// collector deletes it with the MiniCluster.
+nlohmann::json OwnerReference(const MiniCluster& mc);
+
+// The labels on the Service, the Job and the Job's pods.
+nlohmann::json CommonLabels(const MiniCluster& mc);
+
+// broker.toml: [bootstrap] with curve_cert on the CSI mount, the hosts and
+// how brokers reach each other through the headless Service.
+std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
+
+// The container's /bin/sh script: writes broker.toml, then execs
+// `flux start`. The same for every index; Flux picks the rank from the
+// hostname. spec.command arrives as "$@", never through the shell parser.
+std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
+
+// The headless Service (full server-side-apply body; the controller owns
+// all of it).
+nlohmann::json DesiredService(const MiniCluster& mc,
+                              const DesiredOptions& opts);
+
+// The complete Job as created: suspended, Indexed, successPolicy on
+// index 0, the CSI volume and the start script.
+nlohmann::json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts);
+
+// What the controller keeps applying to an existing Job (its own labels and
+// the ownerReference). Everything else was set once, at creation, and
+// belongs to the Job controller or Kueue afterwards; see reconciler.h.
+nlohmann::json JobApplyBody(const MiniCluster& mc);
+
+// Body for the separate "launcher" field manager: spec.suspend of an
+// unqueued MiniCluster's Job.
+nlohmann::json JobSuspendApplyBody(const MiniCluster& mc, bool suspend);
+
+// True if every field present in `want` is present in `have` with the same
+// value (objects recursively, arrays element by element with equal length).
+// Lets the reconciler skip writes the API server would treat as no-ops.
+bool IsSubset(const nlohmann::json& want, const nlohmann::json& have);
+
+}  // namespace fcc::controller
+
+#endif  // FCC_CONTROLLER_DESIRED_H_

@@ -1,0 +1,410 @@
+#include "kube_client.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "yaml_json.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kServiceAccountDir[] =
+    "/var/run/secrets/kubernetes.io/serviceaccount";
+
+struct CurlDeleter {
+  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+using CurlHandle = std::unique_ptr<CURL, CurlDeleter>;
+using CurlHeaders = std::unique_ptr<curl_slist, SlistDeleter>;
+
+void GlobalInitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+std::string TrimTrailingNewlines(std::string s) {
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+std::string Base64Decode(const std::string& field, const std::string& in) {
+  std::string clean;
+  for (char c : in) {
+    if (c != '\n' && c != '\r' && c != ' ') clean += c;
+  }
+  if (clean.size() % 4 != 0) {
+    throw std::runtime_error("kubeconfig: " + field + " is not valid base64");
+  }
+  std::string out(clean.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(clean.data()),
+                          static_cast<int>(clean.size()));
+  if (n < 0) {
+    throw std::runtime_error("kubeconfig: " + field + " is not valid base64");
+  }
+  size_t padding = 0;
+  if (!clean.empty() && clean.back() == '=') ++padding;
+  if (clean.size() > 1 && clean[clean.size() - 2] == '=') ++padding;
+  out.resize(static_cast<size_t>(n) - padding);
+  return out;
+}
+
+size_t AppendToString(char* data, size_t size, size_t nmemb, void* user) {
+  static_cast<std::string*>(user)->append(data, size * nmemb);
+  return size * nmemb;
+}
+
+struct StreamState {
+  const std::function<bool(std::string_view)>* on_data = nullptr;
+  const std::atomic<bool>* stop = nullptr;
+  long status = 0;
+  CURL* handle = nullptr;
+  std::string error_body;  // non-2xx bodies are collected, not streamed
+};
+
+size_t StreamWrite(char* data, size_t size, size_t nmemb, void* user) {
+  auto* state = static_cast<StreamState*>(user);
+  const size_t n = size * nmemb;
+  if (state->status == 0) {
+    curl_easy_getinfo(state->handle, CURLINFO_RESPONSE_CODE, &state->status);
+  }
+  if (state->status < 200 || state->status >= 300) {
+    state->error_body.append(data, n);
+    return n;
+  }
+  if (!(*state->on_data)(std::string_view(data, n))) return 0;  // abort
+  return n;
+}
+
+int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<StreamState*>(user)->stop->load() ? 1 : 0;
+}
+
+// Applies TLS, auth and common options to a fresh handle. Returns the
+// header list, which must outlive the transfer.
+CurlHeaders Prepare(CURL* curl, const KubeConfig& config,
+                    std::string_view content_type) {
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+  if (config.insecure_skip_tls_verify) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (!config.ca_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CAINFO, config.ca_file.c_str());
+  } else if (!config.ca_pem.empty()) {
+    curl_blob blob{const_cast<char*>(config.ca_pem.data()),
+                   config.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &blob);
+  }
+  if (!config.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(config.client_cert_pem.data()),
+                   config.client_cert_pem.size(), CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(config.client_key_pem.data()),
+                  config.client_key_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
+    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
+  }
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Accept: application/json");
+  headers = curl_slist_append(
+      headers, ("Content-Type: " + std::string(content_type)).c_str());
+  std::string token = config.token;
+  if (!config.token_file.empty()) {
+    // Projected service-account tokens rotate; read the current one.
+    token = TrimTrailingNewlines(ReadFile(config.token_file));
+  }
+  if (!token.empty()) {
+    headers =
+        curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  }
+  headers = curl_slist_append(
+      headers, "User-Agent: minicluster-controller/" FCC_VERSION);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  return CurlHeaders(headers);
+}
+
+const json* FindNamed(const json& list, const std::string& name) {
+  if (!list.is_array()) return nullptr;
+  for (const auto& item : list) {
+    if (item.value("name", "") == name) return &item;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string HttpResponse::Describe() const {
+  if (status == 0) return error.empty() ? "no response" : error;
+  auto parsed = json::parse(body, nullptr, false);
+  if (parsed.is_object() && parsed.contains("message")) {
+    return "HTTP " + std::to_string(status) + ": " +
+           parsed["message"].get<std::string>();
+  }
+  return "HTTP " + std::to_string(status) + ": " + body.substr(0, 300);
+}
+
+KubeConfig InClusterConfig() {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || port == nullptr) {
+    throw std::runtime_error(
+        "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT unset); pass "
+        "--kubeconfig to run outside one");
+  }
+  std::string h = host;
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6
+  KubeConfig config;
+  config.server = "https://" + h + ":" + port;
+  config.token_file = std::string(kServiceAccountDir) + "/token";
+  config.ca_file = std::string(kServiceAccountDir) + "/ca.crt";
+  if (!std::filesystem::exists(config.token_file)) {
+    throw std::runtime_error("in-cluster config: " + config.token_file +
+                             " missing; is automountServiceAccountToken off?");
+  }
+  try {
+    config.namespace_ = TrimTrailingNewlines(
+        ReadFile(std::string(kServiceAccountDir) + "/namespace"));
+  } catch (const std::exception&) {
+  }
+  return config;
+}
+
+KubeConfig LoadKubeconfig(const std::string& path, const std::string& context) {
+  auto docs = YamlToJson(ReadFile(path));
+  if (docs.empty() || !docs[0].is_object()) {
+    throw std::runtime_error("kubeconfig " + path + " is empty");
+  }
+  const json& kc = docs[0];
+  const auto dir = std::filesystem::path(path).parent_path();
+  auto resolve = [&dir](const std::string& p) {
+    std::filesystem::path fp(p);
+    return fp.is_absolute() ? p : (dir / fp).string();
+  };
+  const std::string context_name =
+      context.empty() ? kc.value("current-context", "") : context;
+  const json* ctx =
+      FindNamed(kc.value("contexts", json::array()), context_name);
+  if (ctx == nullptr) {
+    throw std::runtime_error("kubeconfig " + path + ": context \"" +
+                             context_name + "\" not found");
+  }
+  const json c = ctx->value("context", json::object());
+  const json* cluster_entry =
+      FindNamed(kc.value("clusters", json::array()), c.value("cluster", ""));
+  if (cluster_entry == nullptr) {
+    throw std::runtime_error("kubeconfig " + path + ": cluster \"" +
+                             c.value("cluster", "") + "\" not found");
+  }
+  const json cluster = cluster_entry->value("cluster", json::object());
+  KubeConfig config;
+  config.server = cluster.value("server", "");
+  while (!config.server.empty() && config.server.back() == '/')
+    config.server.pop_back();
+  config.namespace_ = c.value("namespace", "");
+  config.insecure_skip_tls_verify =
+      cluster.value("insecure-skip-tls-verify", false);
+  if (cluster.contains("certificate-authority-data")) {
+    config.ca_pem = Base64Decode("certificate-authority-data",
+                                 cluster["certificate-authority-data"]);
+  } else if (cluster.contains("certificate-authority")) {
+    config.ca_file = resolve(cluster["certificate-authority"]);
+  }
+  const json* user_entry =
+      FindNamed(kc.value("users", json::array()), c.value("user", ""));
+  if (user_entry != nullptr) {
+    const json user = user_entry->value("user", json::object());
+    if (user.contains("exec") || user.contains("auth-provider")) {
+      throw std::runtime_error(
+          "kubeconfig " + path + ": user \"" + c.value("user", "") +
+          "\" uses an exec/auth-provider plugin, which this controller does "
+          "not run; use a token or client certificate");
+    }
+    if (user.contains("client-certificate-data")) {
+      config.client_cert_pem = Base64Decode("client-certificate-data",
+                                            user["client-certificate-data"]);
+    } else if (user.contains("client-certificate")) {
+      config.client_cert_pem = ReadFile(resolve(user["client-certificate"]));
+    }
+    if (user.contains("client-key-data")) {
+      config.client_key_pem =
+          Base64Decode("client-key-data", user["client-key-data"]);
+    } else if (user.contains("client-key")) {
+      config.client_key_pem = ReadFile(resolve(user["client-key"]));
+    }
+    config.token = user.value("token", "");
+    if (user.contains("tokenFile"))
+      config.token_file = resolve(user["tokenFile"]);
+  }
+  if (config.server.empty()) {
+    throw std::runtime_error("kubeconfig " + path + ": cluster has no server");
+  }
+  return config;
+}
+
+KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {
+  GlobalInitOnce();
+}
+
+HttpResponse KubeClient::Request(std::string_view method,
+                                 const std::string& path,
+                                 const std::string& body,
+                                 std::string_view content_type) const {
+  HttpResponse response;
+  CurlHandle curl(curl_easy_init());
+  if (!curl) {
+    response.error = "curl_easy_init failed";
+    return response;
+  }
+  CurlHeaders headers;
+  try {
+    headers = Prepare(curl.get(), config_, content_type);
+  } catch (const std::exception& e) {
+    response.error = e.what();
+    return response;
+  }
+  const std::string url = config_.server + path;
+  const std::string method_str(method);
+  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_CUSTOMREQUEST, method_str.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT, 60L);
+  if (!body.empty() || method != "GET") {
+    curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE,
+                     static_cast<long>(body.size()));
+  }
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, AppendToString);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &response.body);
+  CURLcode rc = curl_easy_perform(curl.get());
+  if (rc != CURLE_OK) {
+    response.error =
+        std::string(method) + " " + path + ": " + curl_easy_strerror(rc);
+    return response;
+  }
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+HttpResponse KubeClient::Stream(
+    const std::string& path,
+    const std::function<bool(std::string_view)>& on_data,
+    const std::atomic<bool>& stop, long idle_timeout_s) const {
+  HttpResponse response;
+  CurlHandle curl(curl_easy_init());
+  if (!curl) {
+    response.error = "curl_easy_init failed";
+    return response;
+  }
+  CurlHeaders headers;
+  try {
+    headers = Prepare(curl.get(), config_, "application/json");
+  } catch (const std::exception& e) {
+    response.error = e.what();
+    return response;
+  }
+  StreamState state;
+  state.on_data = &on_data;
+  state.stop = &stop;
+  state.handle = curl.get();
+  const std::string url = config_.server + path;
+  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, StreamWrite);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &state);
+  curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFOFUNCTION, StreamProgress);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFODATA, &state);
+  // A silent connection (half-open TCP) is given up after idle_timeout_s.
+  curl_easy_setopt(curl.get(), CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(curl.get(), CURLOPT_LOW_SPEED_TIME, idle_timeout_s);
+  CURLcode rc = curl_easy_perform(curl.get());
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &response.status);
+  response.body = std::move(state.error_body);
+  if (rc != CURLE_OK && !(rc == CURLE_ABORTED_BY_CALLBACK && stop.load())) {
+    response.error =
+        std::string("watch ") + path + ": " + curl_easy_strerror(rc);
+  }
+  return response;
+}
+
+HttpResponse KubeClientApi::Create(const std::string& collection_path,
+                                   const json& object,
+                                   const std::string& field_manager) {
+  return client_.Request(
+      "POST", collection_path + "?fieldManager=" + UrlEncode(field_manager),
+      object.dump());
+}
+
+HttpResponse KubeClientApi::Apply(const std::string& object_path,
+                                  const json& object,
+                                  const std::string& field_manager,
+                                  bool force) {
+  std::string path = object_path + "?fieldManager=" + UrlEncode(field_manager);
+  if (force) path += "&force=true";
+  return client_.Request("PATCH", path, object.dump(),
+                         "application/apply-patch+yaml");
+}
+
+std::string ApiPrefix(std::string_view api_version) {
+  if (api_version.find('/') == std::string_view::npos) {
+    return "/api/" + std::string(api_version);
+  }
+  return "/apis/" + std::string(api_version);
+}
+
+std::string CollectionPath(std::string_view api_version,
+                           std::string_view plural, std::string_view ns) {
+  std::string path = ApiPrefix(api_version);
+  if (!ns.empty()) path += "/namespaces/" + std::string(ns);
+  return path + "/" + std::string(plural);
+}
+
+std::string ObjectPath(std::string_view api_version, std::string_view plural,
+                       std::string_view ns, std::string_view name,
+                       std::string_view subresource) {
+  std::string path =
+      CollectionPath(api_version, plural, ns) + "/" + std::string(name);
+  if (!subresource.empty()) path += "/" + std::string(subresource);
+  return path;
+}
+
+std::string UrlEncode(std::string_view value) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace fcc::controller

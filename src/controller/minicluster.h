@@ -1,0 +1,89 @@
+// The MiniCluster custom resource (minicluster.dev/v1alpha1) as the
+// controller sees it: parsed from the API server's JSON, validated and
+// defaulted. Pure: no I/O.
+#ifndef FCC_CONTROLLER_MINICLUSTER_H_
+#define FCC_CONTROLLER_MINICLUSTER_H_
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fcc::controller {
+
+inline constexpr char kGroup[] = "minicluster.dev";
+inline constexpr char kVersion[] = "v1alpha1";
+inline constexpr char kApiVersion[] = "minicluster.dev/v1alpha1";
+inline constexpr char kKind[] = "MiniCluster";
+inline constexpr char kPlural[] = "miniclusters";
+
+// Kueue's labels, copied from the MiniCluster to the Job it creates.
+inline constexpr char kQueueNameLabel[] = "kueue.x-k8s.io/queue-name";
+inline constexpr char kPriorityClassLabel[] = "kueue.x-k8s.io/priority-class";
+
+inline constexpr int kDefaultBrokerPort = 8050;
+inline constexpr char kDefaultConnectTimeout[] = "5s";
+
+// The uid (and optionally gid) the Flux broker runs as; it also owns the
+// curve.cert on the CSI volume, because Flux refuses a cert it cannot read
+// and one readable by group or other.
+struct FluxUser {
+  int64_t uid = 0;
+  std::optional<int64_t> gid;
+
+  // The CSI `owner` volume attribute: "uid" or "uid:gid".
+  std::string OwnerAttribute() const;
+};
+
+struct MiniClusterSpec {
+  int32_t size = 1;
+  std::string image;
+  // Set: ephemeral (rank 0 runs it, the instance exits when it ends).
+  // Unset: persistent (the instance stays up until the MiniCluster is
+  // deleted).
+  std::optional<std::vector<std::string>> command;
+  nlohmann::json resources;  // core/v1 ResourceRequirements, passed through
+  nlohmann::json env;        // []core/v1 EnvVar, passed through
+  FluxUser flux_user;
+  int32_t broker_port = kDefaultBrokerPort;
+  bool suspend = false;
+  std::string connect_timeout = kDefaultConnectTimeout;
+};
+
+struct MiniCluster {
+  std::string name;
+  std::string namespace_;
+  std::string uid;
+  int64_t generation = 0;
+  std::map<std::string, std::string> labels;
+  MiniClusterSpec spec;
+  nlohmann::json status;  // as observed; the controller rewrites it
+
+  bool ephemeral() const { return spec.command.has_value(); }
+  // The Kueue queue the MiniCluster asks for, empty when unqueued.
+  std::string QueueName() const;
+};
+
+struct ParseResult {
+  std::optional<MiniCluster> minicluster;
+  // One message per problem, each naming the field and the fix.
+  std::vector<std::string> errors;
+
+  bool ok() const { return minicluster.has_value() && errors.empty(); }
+  std::string ErrorText() const;  // errors joined with "; "
+};
+
+// Parses, defaults and validates a MiniCluster object (the API server's
+// JSON, or a manifest read by `render -f`). Validation repeats the CRD
+// schema's rules so a MiniCluster that slipped past an older CRD (or a
+// manifest given to `render`) still gets a clear message.
+ParseResult ParseMiniCluster(const nlohmann::json& object);
+
+// True if `name` is a DNS-1035 label (what Service names must be).
+bool IsDns1035Label(const std::string& name);
+
+}  // namespace fcc::controller
+
+#endif  // FCC_CONTROLLER_MINICLUSTER_H_

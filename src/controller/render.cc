@@ -1,0 +1,30 @@
+#include "render.h"
+
+#include <stdexcept>
+
+#include "yaml_json.h"
+
+namespace fcc::controller {
+
+std::string RenderMiniCluster(const std::string& manifest,
+                              const DesiredOptions& options) {
+  auto documents = YamlToJson(manifest);
+  if (documents.size() != 1) {
+    throw std::runtime_error(
+        "expected exactly one MiniCluster document, found " +
+        std::to_string(documents.size()));
+  }
+  nlohmann::json& object = documents.front();
+  if (object.is_object()) {
+    auto& meta = object["metadata"];
+    if (!meta.is_object()) meta = nlohmann::json::object();
+    if (meta.value("namespace", "").empty()) meta["namespace"] = "default";
+    if (meta.value("uid", "").empty()) meta["uid"] = kRenderUidPlaceholder;
+  }
+  ParseResult parsed = ParseMiniCluster(object);
+  if (!parsed.ok()) throw std::runtime_error(parsed.ErrorText());
+  return "---\n" + JsonToYaml(DesiredService(*parsed.minicluster, options)) +
+         "---\n" + JsonToYaml(DesiredJob(*parsed.minicluster, options));
+}
+
+}  // namespace fcc::controller

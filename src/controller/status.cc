@@ -1,0 +1,231 @@
+#include "status.h"
+
+#include <ctime>
+
+#include "desired.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kConditionTypes[] = {"Queued", "Running", "Succeeded",
+                                           "Failed"};
+
+const json* FindCondition(const json& object, const std::string& type) {
+  auto status = object.find("status");
+  if (status == object.end()) return nullptr;
+  auto conditions = status->find("conditions");
+  if (conditions == status->end() || !conditions->is_array()) return nullptr;
+  for (const auto& c : *conditions) {
+    if (c.value("type", "") == type) return &c;
+  }
+  return nullptr;
+}
+
+bool ConditionTrue(const json& object, const std::string& type) {
+  const json* c = FindCondition(object, type);
+  return c != nullptr && c->value("status", "") == "True";
+}
+
+struct Verdict {
+  State state;
+  std::string reason;
+  std::string message;
+};
+
+Verdict FromJob(const MiniCluster& mc, const json& job,
+                const std::optional<WorkloadSummary>& wl) {
+  for (const char* type : {"Failed", "FailureTarget"}) {
+    if (ConditionTrue(job, type)) {
+      const json* c = FindCondition(job, type);
+      return {State::kFailed, c->value("reason", "JobFailed"),
+              c->value("message", "the Job failed")};
+    }
+  }
+  // SuccessCriteriaMet comes first (index 0 succeeded); Complete follows
+  // once the remaining pods are gone. Either means the instance is done.
+  for (const char* type : {"Complete", "SuccessCriteriaMet"}) {
+    if (ConditionTrue(job, type)) {
+      const json* c = FindCondition(job, type);
+      std::string reason = c->value("reason", "");
+      return {State::kSucceeded, reason.empty() ? "JobComplete" : reason,
+              "index 0 (rank 0) succeeded"};
+    }
+  }
+  const json spec = job.value("spec", json::object());
+  if (spec.value("suspend", false)) {
+    if (wl) {
+      if (wl->admitted) {
+        return {State::kQueued, "Admitted",
+                "admitted by ClusterQueue " + wl->cluster_queue +
+                    "; waiting for the Job to start"};
+      }
+      return {State::kQueued, wl->reason.empty() ? "Pending" : wl->reason,
+              wl->message.empty() ? "waiting for Kueue to admit the Job"
+                                  : wl->message};
+    }
+    const std::string queue = mc.QueueName();
+    if (!queue.empty()) {
+      return {State::kQueued, "WaitingForKueue",
+              "waiting for Kueue to create and admit a Workload from "
+              "LocalQueue " +
+                  queue};
+    }
+    if (mc.spec.suspend) {
+      return {State::kQueued, "Suspended",
+              "spec.suspend is true; set it to false to start the MiniCluster"};
+    }
+    return {State::kQueued, "Starting", "the controller is starting the Job"};
+  }
+  const json status = job.value("status", json::object());
+  const int active = status.value("active", 0);
+  const int ready = status.value("ready", 0);
+  return {State::kRunning, "JobRunning",
+          std::to_string(active) + " of " + std::to_string(mc.spec.size) +
+              " broker pods active, " + std::to_string(ready) + " ready"};
+}
+
+json Conditions(const MiniCluster& mc, const Verdict& verdict,
+                const std::string& now) {
+  const json previous = mc.status.value("conditions", json::array());
+  json conditions = json::array();
+  const std::string state_name = StateName(verdict.state);
+  for (const char* type : kConditionTypes) {
+    const bool is_true = state_name == type;
+    json c{{"type", type},
+           {"status", is_true ? "True" : "False"},
+           {"observedGeneration", mc.generation},
+           {"reason", is_true ? verdict.reason : state_name},
+           {"message",
+            is_true ? verdict.message : "the MiniCluster is " + state_name},
+           {"lastTransitionTime", now}};
+    if (previous.is_array()) {
+      for (const auto& p : previous) {
+        if (p.value("type", "") == type &&
+            p.value("status", "") == c["status"].get<std::string>() &&
+            p.contains("lastTransitionTime")) {
+          c["lastTransitionTime"] = p["lastTransitionTime"];
+        }
+      }
+    }
+    conditions.push_back(std::move(c));
+  }
+  return conditions;
+}
+
+}  // namespace
+
+std::string StateName(State state) {
+  switch (state) {
+    case State::kPending:
+      return "Pending";
+    case State::kQueued:
+      return "Queued";
+    case State::kRunning:
+      return "Running";
+    case State::kSucceeded:
+      return "Succeeded";
+    case State::kFailed:
+      return "Failed";
+  }
+  return "Unknown";
+}
+
+WorkloadSummary SummarizeWorkload(const json& workload) {
+  WorkloadSummary s;
+  s.name = workload.value("metadata", json::object()).value("name", "");
+  const json status = workload.value("status", json::object());
+  s.cluster_queue =
+      status.value("admission", json::object()).value("clusterQueue", "");
+  s.admitted = ConditionTrue(workload, "Admitted");
+  // The most telling condition first: an eviction explains a re-queue,
+  // QuotaReserved=False explains a wait ("insufficient unused quota ...").
+  for (const char* type : {"Evicted", "Preempted"}) {
+    if (ConditionTrue(workload, type)) {
+      const json* c = FindCondition(workload, type);
+      s.reason = c->value("reason", type);
+      s.message = c->value("message", "");
+      return s;
+    }
+  }
+  auto take = [&s](const json* c, const char* fallback_reason) {
+    s.reason =
+        c != nullptr ? c->value("reason", fallback_reason) : fallback_reason;
+    s.message = c != nullptr ? c->value("message", "") : "";
+  };
+  if (s.admitted) {
+    take(FindCondition(workload, "Admitted"), "Admitted");
+  } else if (const json* quota = FindCondition(workload, "QuotaReserved");
+             quota != nullptr && quota->value("status", "") != "True") {
+    take(quota, "Pending");  // e.g. insufficient unused quota
+  } else if (quota != nullptr) {
+    // Quota reserved, admission checks still pending.
+    const json* admitted = FindCondition(workload, "Admitted");
+    take(admitted != nullptr ? admitted : quota, "QuotaReserved");
+  } else {
+    take(nullptr, "Pending");
+  }
+  return s;
+}
+
+const json* FindWorkloadForJob(const std::vector<json>& workloads,
+                               const json& job) {
+  const std::string uid =
+      job.value("metadata", json::object()).value("uid", "");
+  if (uid.empty()) return nullptr;
+  for (const auto& wl : workloads) {
+    const json meta = wl.value("metadata", json::object());
+    for (const auto& ref : meta.value("ownerReferences", json::array())) {
+      if (ref.value("kind", "") == "Job" && ref.value("uid", "") == uid) {
+        return &wl;
+      }
+    }
+    if (meta.value("labels", json::object())
+            .value("kueue.x-k8s.io/job-uid", "") == uid) {
+      return &wl;
+    }
+  }
+  return nullptr;
+}
+
+std::string FormatTime(std::chrono::system_clock::time_point t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
+                   const std::string& now) {
+  std::optional<WorkloadSummary> wl;
+  if (workload != nullptr) wl = SummarizeWorkload(*workload);
+  Verdict verdict{State::kPending, "CreatingJob",
+                  "the controller is creating the Job"};
+  if (job != nullptr) verdict = FromJob(mc, *job, wl);
+
+  json status{{"observedGeneration", mc.generation},
+              {"state", StateName(verdict.state)},
+              {"jobName", JobName(mc)},
+              {"conditions", Conditions(mc, verdict, now)}};
+  if (wl) {
+    status["workload"] = {{"name", wl->name},
+                          {"admitted", wl->admitted},
+                          {"clusterQueue", wl->cluster_queue},
+                          {"reason", wl->reason},
+                          {"message", wl->message}};
+  }
+  return status;
+}
+
+json InvalidSpecStatus(const MiniCluster& mc, const std::string& errors,
+                       const std::string& now) {
+  Verdict verdict{State::kFailed, "InvalidSpec", errors};
+  return json{{"observedGeneration", mc.generation},
+              {"state", StateName(State::kFailed)},
+              {"conditions", Conditions(mc, verdict, now)}};
+}
+
+}  // namespace fcc::controller

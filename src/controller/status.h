@@ -1,0 +1,61 @@
+// Job (+ Kueue Workload) -> MiniCluster status. Pure.
+//
+// status:
+//   observedGeneration: <metadata.generation the status describes>
+//   state: Pending | Queued | Running | Succeeded | Failed
+//   jobName: <the Job>
+//   workload: {name, admitted, clusterQueue, reason, message}  # with Kueue
+//   conditions: Queued, Running, Succeeded, Failed  (metav1.Condition)
+#ifndef FCC_CONTROLLER_STATUS_H_
+#define FCC_CONTROLLER_STATUS_H_
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "minicluster.h"
+
+namespace fcc::controller {
+
+// The state shown in `kubectl get miniclusters` and the condition that is
+// True; every other condition of the four is False.
+enum class State { kPending, kQueued, kRunning, kSucceeded, kFailed };
+std::string StateName(State state);
+
+// What Kueue says about the Job, read from its Workload.
+struct WorkloadSummary {
+  std::string name;
+  bool admitted = false;
+  std::string cluster_queue;
+  std::string reason;
+  std::string message;
+};
+WorkloadSummary SummarizeWorkload(const nlohmann::json& workload);
+
+// The Workload Kueue made for `job`: it has an ownerReference to the Job's
+// uid (Kueue also sets label kueue.x-k8s.io/job-uid; either identifies it).
+const nlohmann::json* FindWorkloadForJob(
+    const std::vector<nlohmann::json>& workloads, const nlohmann::json& job);
+
+// Formats a time the way metav1.Time serialises (RFC 3339, seconds, UTC).
+std::string FormatTime(std::chrono::system_clock::time_point t);
+
+// Computes the whole status subresource for `mc`. `job` and `workload` are
+// as observed (nullptr when absent). Conditions keep their previous
+// lastTransitionTime when their status did not change. `now` is an
+// RFC 3339 time used for transitions.
+nlohmann::json ComputeStatus(const MiniCluster& mc, const nlohmann::json* job,
+                             const nlohmann::json* workload,
+                             const std::string& now);
+
+// Status for a MiniCluster whose spec is invalid: Failed=True, reason
+// InvalidSpec, the validation errors as the message.
+nlohmann::json InvalidSpecStatus(const MiniCluster& mc,
+                                 const std::string& errors,
+                                 const std::string& now);
+
+}  // namespace fcc::controller
+
+#endif  // FCC_CONTROLLER_STATUS_H_

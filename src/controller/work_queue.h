@@ -1,0 +1,57 @@
+// A de-duplicating keyed work queue (level-triggered): a key waits at most
+// once, a key being processed is never handed to a second worker, and a
+// key added while processed is processed again afterwards. Failed keys
+// come back after a per-key exponential delay.
+#ifndef FCC_CONTROLLER_WORK_QUEUE_H_
+#define FCC_CONTROLLER_WORK_QUEUE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace fcc::controller {
+
+class WorkQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  WorkQueue(
+      std::chrono::milliseconds base_delay = std::chrono::milliseconds(100),
+      std::chrono::milliseconds max_delay = std::chrono::minutes(5))
+      : base_delay_(base_delay), max_delay_(max_delay) {}
+
+  void Add(const std::string& key);
+  void AddAfter(const std::string& key, std::chrono::milliseconds delay);
+  // Re-adds after base_delay * 2^failures (capped); returns the delay.
+  std::chrono::milliseconds AddRateLimited(const std::string& key);
+  // Clears the failure count after a success.
+  void Forget(const std::string& key);
+  // Blocks for the next key; nullopt once ShutDown() was called.
+  std::optional<std::string> Get();
+  // Must follow every Get() that returned a key.
+  void Done(const std::string& key);
+  void ShutDown();
+  size_t Len() const;
+
+ private:
+  void AddLocked(const std::string& key);
+
+  const std::chrono::milliseconds base_delay_, max_delay_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::set<std::string> dirty_;       // waiting in queue_ (or to re-queue)
+  std::set<std::string> processing_;  // handed out, Done() not yet called
+  std::multimap<Clock::time_point, std::string> delayed_;
+  std::map<std::string, int> failures_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace fcc::controller
+
+#endif  // FCC_CONTROLLER_WORK_QUEUE_H_

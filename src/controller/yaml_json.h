@@ -1,0 +1,25 @@
+// JSON <-> YAML for `render` output and for reading YAML inputs
+// (a MiniCluster manifest, a kubeconfig). Built on yaml-cpp.
+#ifndef FCC_CONTROLLER_YAML_JSON_H_
+#define FCC_CONTROLLER_YAML_JSON_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fcc::controller {
+
+// Emits one YAML document (no leading "---"). Strings that YAML would read
+// back as another type ("0", "true", "null", "1.5") are quoted, and
+// multi-line strings use literal block style so scripts stay readable.
+std::string JsonToYaml(const nlohmann::json& value);
+
+// Parses every document of a YAML (or JSON) stream. Plain scalars become
+// booleans, integers, floats or null the way YAML 1.2's core schema reads
+// them; quoted scalars stay strings. Throws std::runtime_error with the
+// line and column on a syntax error.
+std::vector<nlohmann::json> YamlToJson(const std::string& text);
+
+}  // namespace fcc::controller
+
+#endif  // FCC_CONTROLLER_YAML_JSON_H_
