@@ -1,0 +1,214 @@
+#include "desired.h"
+
+#include <gtest/gtest.h>
+
+#include "test_objects.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+using testing::MiniClusterObject;
+
+MiniCluster Parse(const json& object) {
+  ParseResult r = ParseMiniCluster(object);
+  EXPECT_TRUE(r.ok()) << r.ErrorText();
+  return *r.minicluster;
+}
+
+const json& PodSpec(const json& job) { return job["spec"]["template"]["spec"]; }
+const json& Broker(const json& job) { return PodSpec(job)["containers"][0]; }
+std::string Script(const json& job) { return Broker(job)["command"][2]; }
+
+TEST(DesiredJob, IsSuspendedIndexedAndCompletesOnIndexZero) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  EXPECT_EQ(job["apiVersion"], "batch/v1");
+  EXPECT_EQ(job["metadata"]["name"], "demo");
+  EXPECT_EQ(job["metadata"]["namespace"], "science");
+  const json& spec = job["spec"];
+  EXPECT_EQ(spec["suspend"], true);
+  EXPECT_EQ(spec["completionMode"], "Indexed");
+  EXPECT_EQ(spec["completions"], 4);
+  EXPECT_EQ(spec["parallelism"], 4);
+  EXPECT_EQ(spec["successPolicy"],
+            json::parse(R"({"rules": [{"succeededIndexes": "0"}]})"));
+  EXPECT_EQ(PodSpec(job)["restartPolicy"], "Never");
+  EXPECT_EQ(PodSpec(job)["subdomain"], "demo");
+}
+
+TEST(DesiredJob, OwnedByTheMiniCluster) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  ASSERT_EQ(job["metadata"]["ownerReferences"].size(), 1u);
+  const json& ref = job["metadata"]["ownerReferences"][0];
+  EXPECT_EQ(ref["apiVersion"], "minicluster.dev/v1alpha1");
+  EXPECT_EQ(ref["kind"], "MiniCluster");
+  EXPECT_EQ(ref["name"], "demo");
+  EXPECT_EQ(ref["uid"], "1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+  EXPECT_EQ(ref["controller"], true);
+  EXPECT_EQ(ref["blockOwnerDeletion"], true);
+}
+
+TEST(DesiredJob, MountsTheCurveCsiVolumeWithAttributes) {
+  json object = MiniClusterObject();
+  object["spec"]["fluxUser"] = {{"uid", 1000}, {"gid", 1000}};
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  const json& volume = PodSpec(job)["volumes"][0];
+  EXPECT_EQ(volume["name"], "curve");
+  EXPECT_EQ(volume["csi"]["driver"], "curve.minicluster.dev");
+  EXPECT_EQ(volume["csi"]["readOnly"], true);
+  EXPECT_EQ(volume["csi"]["volumeAttributes"],
+            (json{{"minicluster", "demo"},
+                  {"generation", "1b4e28ba-2fa1-11d2-883f-0016d3cca427"},
+                  {"owner", "1000:1000"}}));
+  const json& mount = Broker(job)["volumeMounts"][0];
+  EXPECT_EQ(mount["name"], "curve");
+  EXPECT_EQ(mount["mountPath"], "/etc/flux/curve");
+  EXPECT_EQ(mount["readOnly"], true);
+}
+
+TEST(DesiredJob, NonRootFluxUserRunsTheBroker) {
+  json object = MiniClusterObject();
+  object["spec"]["fluxUser"] = {{"uid", 1000}};
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_EQ(PodSpec(job)["securityContext"],
+            (json{{"runAsUser", 1000}, {"runAsNonRoot", true}}));
+  EXPECT_EQ(PodSpec(job)["volumes"][0]["csi"]["volumeAttributes"]["owner"],
+            "1000");
+}
+
+TEST(DesiredJob, RootByDefaultSoTheRootOwnedCertIsReadable) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  EXPECT_EQ(PodSpec(job)["securityContext"], (json{{"runAsUser", 0}}));
+  EXPECT_EQ(PodSpec(job)["volumes"][0]["csi"]["volumeAttributes"]["owner"],
+            "0");
+}
+
+TEST(DesiredJob, EphemeralPassesCommandAsArgsToFluxStart) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  EXPECT_EQ(Broker(job)["command"][0], "/bin/sh");
+  EXPECT_EQ(Broker(job)["command"][1], "-c");
+  EXPECT_EQ(Broker(job)["args"],
+            json::array({"flux", "run", "-N4", "hostname"}));
+  const std::string script = Script(job);
+  EXPECT_NE(
+      script.find("exec flux start --config-path=/etc/flux/minicluster/config "
+                  "-Stbon.connect_timeout=5s -- \"$@\"\n"),
+      std::string::npos)
+      << script;
+  EXPECT_EQ(script.find("rc2_none"), std::string::npos);
+}
+
+TEST(DesiredJob, PersistentRunsNoInitialProgram) {
+  json object = MiniClusterObject();
+  object["spec"].erase("command");
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_FALSE(Broker(job).contains("args"));
+  const std::string script = Script(job);
+  EXPECT_NE(script.find("-Sbroker.rc2_none=1\n"), std::string::npos) << script;
+  EXPECT_EQ(script.find("\"$@\""), std::string::npos);
+}
+
+TEST(DesiredJob, QueuedCopiesKueueLabelsButStaysSuspended) {
+  json object = MiniClusterObject();
+  object["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"},
+                                  {kPriorityClassLabel, "high"},
+                                  {"team", "physics"}};
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  const json& labels = job["metadata"]["labels"];
+  EXPECT_EQ(labels[kQueueNameLabel], "user-queue");
+  EXPECT_EQ(labels[kPriorityClassLabel], "high");
+  EXPECT_FALSE(labels.contains("team"));
+  EXPECT_EQ(job["spec"]["suspend"], true);
+  // The queue label belongs on the Job, not on its pods.
+  EXPECT_FALSE(
+      job["spec"]["template"]["metadata"]["labels"].contains(kQueueNameLabel));
+}
+
+TEST(DesiredJob, UnqueuedHasNoKueueLabels) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  EXPECT_FALSE(job["metadata"]["labels"].contains(kQueueNameLabel));
+  EXPECT_FALSE(job["metadata"]["labels"].contains(kPriorityClassLabel));
+}
+
+TEST(DesiredJob, PassesResourcesAndEnvThrough) {
+  json object = MiniClusterObject();
+  object["spec"]["resources"] = {{"requests", {{"cpu", "2"}}}};
+  object["spec"]["env"] = json::array({{{"name", "A"}, {"value", "1"}}});
+  object["spec"]["brokerPort"] = 9000;
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_EQ(Broker(job)["resources"]["requests"]["cpu"], "2");
+  EXPECT_EQ(Broker(job)["env"][0]["name"], "A");
+  EXPECT_EQ(Broker(job)["ports"][0]["containerPort"], 9000);
+}
+
+TEST(DesiredService, IsHeadlessAndPublishesNotReadyAddresses) {
+  const json svc = DesiredService(Parse(MiniClusterObject()), DesiredOptions{});
+  EXPECT_EQ(svc["metadata"]["name"], "demo");
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["publishNotReadyAddresses"], true);
+  EXPECT_EQ(svc["spec"]["selector"], (json{{"minicluster.dev/name", "demo"}}));
+  EXPECT_EQ(svc["spec"]["ports"][0]["port"], 8050);
+  EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["uid"],
+            "1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+  // The selector must match the Job's pods.
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  EXPECT_EQ(
+      job["spec"]["template"]["metadata"]["labels"]["minicluster.dev/name"],
+      "demo");
+}
+
+TEST(FluxBrokerConfig, BootstrapsFromTheCsiCertAndServiceDns) {
+  DesiredOptions opts;
+  opts.cluster_domain = "example.org";
+  const std::string toml = FluxBrokerConfig(Parse(MiniClusterObject()), opts);
+  const std::string expected_tail =
+      "[bootstrap]\n"
+      "curve_cert = \"/etc/flux/curve/curve.cert\"\n"
+      "default_port = 8050\n"
+      "default_bind = \"tcp://0.0.0.0:%p\"\n"
+      "default_connect = \"tcp://%h.demo.science.svc.example.org:%p\"\n"
+      "hosts = [{ host = \"demo-[0-3]\" }]\n";
+  ASSERT_GE(toml.size(), expected_tail.size());
+  EXPECT_EQ(toml.substr(toml.size() - expected_tail.size()), expected_tail)
+      << toml;
+}
+
+TEST(FluxBrokerConfig, SingleBrokerHostlist) {
+  json object = MiniClusterObject();
+  object["spec"]["size"] = 1;
+  EXPECT_EQ(BrokerHostlist(Parse(object)), "demo-0");
+}
+
+TEST(StartScript, WritesTheConfigThroughAQuotedHeredoc) {
+  const MiniCluster mc = Parse(MiniClusterObject());
+  const std::string script = StartScript(mc, DesiredOptions{});
+  // Quoted delimiter: the shell expands nothing inside the config.
+  EXPECT_NE(script.find("cat > /etc/flux/minicluster/config/broker.toml "
+                        "<<'FLUX_BROKER_TOML'\n" +
+                        FluxBrokerConfig(mc, DesiredOptions{}) +
+                        "FLUX_BROKER_TOML\n"),
+            std::string::npos)
+      << script;
+  EXPECT_EQ(script.find("set -eu\n"), script.find('\n') + 1);
+}
+
+TEST(JobApplyBody, CarriesNoFieldKueueOwns) {
+  json object = MiniClusterObject();
+  object["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  const json body = JobApplyBody(Parse(object));
+  EXPECT_FALSE(body.contains("spec"));
+  EXPECT_FALSE(body["metadata"]["labels"].contains(kQueueNameLabel));
+  EXPECT_EQ(body["metadata"]["ownerReferences"][0]["controller"], true);
+}
+
+TEST(IsSubset, ComparesOnlyWhatIsWanted) {
+  const json have =
+      json::parse(R"({"a": 1, "b": {"c": [1, {"d": 2, "e": 3}]}})");
+  EXPECT_TRUE(IsSubset(json::parse(R"({"b": {"c": [1, {"d": 2}]}})"), have));
+  EXPECT_FALSE(IsSubset(json::parse(R"({"b": {"c": [1]}})"), have));
+  EXPECT_FALSE(IsSubset(json::parse(R"({"a": 2})"), have));
+  EXPECT_FALSE(IsSubset(json::parse(R"({"z": 1})"), have));
+}
+
+}  // namespace
+}  // namespace fcc::controller

@@ -1,0 +1,237 @@
+#include "reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include "test_objects.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+using testing::MiniClusterObject;
+
+constexpr char kNow[] = "2026-01-02T03:04:05Z";
+const DesiredOptions kOptions;
+
+// The Job as the API server would return it after our create.
+json StoredJob(const json& mc_object, bool suspend) {
+  MiniCluster mc = *ParseMiniCluster(mc_object).minicluster;
+  json job = DesiredJob(mc, kOptions);
+  job["metadata"]["uid"] = "job-uid";
+  job["spec"]["suspend"] = suspend;
+  return job;
+}
+
+json StoredService(const json& mc_object) {
+  json svc = DesiredService(*ParseMiniCluster(mc_object).minicluster, kOptions);
+  svc["spec"]["clusterIPs"] = json::array({"None"});  // server defaults
+  svc["spec"]["type"] = "ClusterIP";
+  return svc;
+}
+
+std::vector<Action::Kind> Kinds(const std::vector<Action>& actions) {
+  std::vector<Action::Kind> kinds;
+  for (const auto& a : actions) kinds.push_back(a.kind);
+  return kinds;
+}
+
+using K = Action::Kind;
+
+TEST(PlanReconcile, NewMiniClusterGetsServiceSuspendedJobAndStatus) {
+  const json mc = MiniClusterObject();
+  const auto actions = PlanReconcile({&mc}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions),
+            (std::vector<K>{K::kApplyService, K::kCreateJob, K::kApplyStatus}));
+  EXPECT_EQ(actions[0].path, "/api/v1/namespaces/science/services/demo");
+  EXPECT_EQ(actions[0].field_manager, kFieldManager);
+  EXPECT_TRUE(actions[0].force);
+  EXPECT_EQ(actions[1].path, "/apis/batch/v1/namespaces/science/jobs");
+  EXPECT_EQ(actions[1].field_manager, kCreateFieldManager);
+  EXPECT_EQ(actions[1].body["spec"]["suspend"], true);
+  EXPECT_EQ(actions[2].path,
+            "/apis/minicluster.dev/v1alpha1/namespaces/science/miniclusters/"
+            "demo/status");
+  EXPECT_EQ(actions[2].body["status"]["state"], "Pending");
+}
+
+TEST(PlanReconcile, UnqueuedJobIsUnsuspendedByTheLauncherManagerOnly) {
+  const json mc = MiniClusterObject();
+  const json svc = StoredService(mc);
+  const json job = StoredJob(mc, true);
+  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions),
+            (std::vector<K>{K::kSetJobSuspend, K::kApplyStatus}));
+  EXPECT_EQ(actions[0].field_manager, kLauncherFieldManager);
+  EXPECT_EQ(actions[0].path, "/apis/batch/v1/namespaces/science/jobs/demo");
+  // Only spec.suspend: nothing else in the body that this manager could own.
+  EXPECT_EQ(actions[0].body["spec"], (json{{"suspend", false}}));
+  EXPECT_FALSE(actions[0].body["metadata"].contains("labels"));
+}
+
+TEST(PlanReconcile, UnqueuedWithSpecSuspendStaysSuspended) {
+  json mc = MiniClusterObject();
+  mc["spec"]["suspend"] = true;
+  const json svc = StoredService(mc);
+  const json job = StoredJob(mc, true);
+  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  EXPECT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+}
+
+TEST(PlanReconcile, QueuedJobIsNeverUnsuspendedOrResuspended) {
+  json mc = MiniClusterObject();
+  mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  const json svc = StoredService(mc);
+  for (bool suspended : {true, false}) {
+    const json job = StoredJob(mc, suspended);
+    for (const auto& a : PlanReconcile({&mc, &svc, &job}, kOptions, kNow)) {
+      EXPECT_NE(a.kind, K::kSetJobSuspend);
+      EXPECT_NE(a.kind, K::kCreateJob);
+    }
+  }
+  // Even with spec.suspend set (it is for unqueued MiniClusters only).
+  mc["spec"]["suspend"] = true;
+  const json running = StoredJob(mc, false);
+  for (const auto& a : PlanReconcile({&mc, &svc, &running}, kOptions, kNow)) {
+    EXPECT_NE(a.kind, K::kSetJobSuspend);
+  }
+}
+
+TEST(PlanReconcile, JobWithQueueLabelCountsAsQueuedEvenIfMiniClusterLostIt) {
+  json mc = MiniClusterObject();
+  mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  const json svc = StoredService(mc);
+  const json job = StoredJob(mc, true);
+  mc["metadata"].erase("labels");
+  for (const auto& a : PlanReconcile({&mc, &svc, &job}, kOptions, kNow)) {
+    EXPECT_NE(a.kind, K::kSetJobSuspend);
+  }
+}
+
+TEST(PlanReconcile, AppliesJobMetadataWithoutSpecWhenOwnerLabelsDrift) {
+  const json mc = MiniClusterObject();
+  const json svc = StoredService(mc);
+  json job = StoredJob(mc, false);
+  job["metadata"]["labels"].erase("minicluster.dev/name");
+  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  ASSERT_FALSE(actions.empty());
+  EXPECT_EQ(actions[0].kind, K::kApplyJob);
+  EXPECT_EQ(actions[0].field_manager, kFieldManager);
+  EXPECT_FALSE(actions[0].body.contains("spec"));
+}
+
+TEST(PlanReconcile, SteadyStateWritesNothing) {
+  json mc = MiniClusterObject();
+  const json svc = StoredService(mc);
+  const json job = StoredJob(mc, false);
+  auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+  mc["status"] = actions[0].body["status"];
+  EXPECT_TRUE(PlanReconcile({&mc, &svc, &job}, kOptions, "2030-01-01T00:00:00Z")
+                  .empty());
+}
+
+TEST(PlanReconcile, ForeignJobOfTheSameNameIsNotTouched) {
+  const json mc = MiniClusterObject();
+  const json svc = StoredService(mc);
+  json job = StoredJob(mc, true);
+  job["metadata"]["ownerReferences"][0]["uid"] = "previous-minicluster";
+  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+  EXPECT_EQ(actions[0].body["status"]["conditions"][0]["reason"],
+            "JobNameTaken");
+}
+
+TEST(PlanReconcile, InvalidSpecOnlyWritesStatus) {
+  json mc = MiniClusterObject();
+  mc["spec"]["size"] = 0;
+  const auto actions = PlanReconcile({&mc}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+  EXPECT_EQ(actions[0].body["status"]["state"], "Failed");
+}
+
+TEST(PlanReconcile, DeletingMiniClusterIsLeftToTheGarbageCollector) {
+  json mc = MiniClusterObject();
+  mc["metadata"]["deletionTimestamp"] = kNow;
+  EXPECT_TRUE(PlanReconcile({&mc}, kOptions, kNow).empty());
+}
+
+// Records calls; answers with a configurable status.
+class RecordingApi : public KubeApi {
+ public:
+  struct Call {
+    std::string verb, path, field_manager;
+    json body;
+    bool force;
+  };
+  HttpResponse Create(const std::string& path, const json& body,
+                      const std::string& manager) override {
+    calls.push_back({"create", path, manager, body, false});
+    return {create_status, "{}", ""};
+  }
+  HttpResponse Apply(const std::string& path, const json& body,
+                     const std::string& manager, bool force) override {
+    calls.push_back({"apply", path, manager, body, force});
+    return {apply_status, "{}", ""};
+  }
+  std::vector<Call> calls;
+  long create_status = 201;
+  long apply_status = 200;
+};
+
+struct Fixture {
+  ObjectStore miniclusters, services, jobs, workloads;
+  RecordingApi api;
+  Reconciler reconciler{
+      {miniclusters, services, jobs, workloads}, api, kOptions};
+};
+
+TEST(Reconciler, CreatesFromCachesThroughTheApi) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  ASSERT_EQ(f.api.calls.size(), 3u);
+  EXPECT_EQ(f.api.calls[1].verb, "create");
+  EXPECT_EQ(f.api.calls[1].body["kind"], "Job");
+}
+
+TEST(Reconciler, AlreadyExistsOnCreateIsNotAnError) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.create_status = 409;
+  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+}
+
+TEST(Reconciler, FailedApplyAsksForRetry) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.apply_status = 500;
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo"));
+}
+
+TEST(Reconciler, UsesTheWorkloadOwnedByTheJob) {
+  Fixture f;
+  json mc = MiniClusterObject();
+  mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  f.miniclusters.Upsert(mc);
+  f.services.Upsert(StoredService(mc));
+  f.jobs.Upsert(StoredJob(mc, true));
+  f.workloads.Upsert(
+      json::parse(R"({"metadata": {"name": "job-demo-1", "namespace": "science",
+      "ownerReferences": [{"kind": "Job", "name": "demo", "uid": "job-uid", "controller": true}]},
+      "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
+        "reason": "Pending", "message": "insufficient unused quota for cpu"}]}})"));
+  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  ASSERT_EQ(f.api.calls.size(), 1u);
+  EXPECT_EQ(f.api.calls[0].body["status"]["workload"]["name"], "job-demo-1");
+  EXPECT_EQ(f.api.calls[0].body["status"]["conditions"][0]["message"],
+            "insufficient unused quota for cpu");
+}
+
+TEST(Reconciler, MissingMiniClusterIsDone) {
+  Fixture f;
+  EXPECT_TRUE(f.reconciler.Reconcile("science/gone"));
+  EXPECT_TRUE(f.api.calls.empty());
+}
+
+}  // namespace
+}  // namespace fcc::controller

@@ -1,0 +1,208 @@
+#include "status.h"
+
+#include <gtest/gtest.h>
+
+#include "test_objects.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+using testing::MiniClusterObject;
+
+constexpr char kNow[] = "2026-01-02T03:04:05Z";
+
+MiniCluster Mc(json labels = json::object(), bool suspend = false) {
+  json object = MiniClusterObject();
+  object["metadata"]["labels"] = labels;
+  object["spec"]["suspend"] = suspend;
+  return *ParseMiniCluster(object).minicluster;
+}
+
+json Job(bool suspend, json conditions = json::array()) {
+  return json{{"metadata", {{"name", "demo"}, {"uid", "job-uid"}}},
+              {"spec", {{"suspend", suspend}}},
+              {"status",
+               {{"active", suspend ? 0 : 4},
+                {"ready", suspend ? 0 : 2},
+                {"conditions", conditions}}}};
+}
+
+json Condition(const std::string& type, const std::string& status,
+               const std::string& reason = "",
+               const std::string& message = "") {
+  return json{{"type", type},
+              {"status", status},
+              {"reason", reason},
+              {"message", message}};
+}
+
+const json& Find(const json& status, const std::string& type) {
+  for (const auto& c : status["conditions"]) {
+    if (c["type"] == type) return c;
+  }
+  static const json none;
+  return none;
+}
+
+void ExpectOnlyTrue(const json& status, const std::string& type) {
+  ASSERT_EQ(status["conditions"].size(), 4u);
+  for (const auto& c : status["conditions"]) {
+    EXPECT_EQ(c["status"], c["type"] == type ? "True" : "False") << c.dump();
+    EXPECT_EQ(c["observedGeneration"], 3);
+    EXPECT_EQ(c["lastTransitionTime"], kNow);
+  }
+  EXPECT_EQ(status["state"], type);
+}
+
+TEST(Status, SuspendedUnqueuedWithSpecSuspendIsQueuedSuspended) {
+  const json job = Job(true);
+  const json status = ComputeStatus(Mc({}, true), &job, nullptr, kNow);
+  ExpectOnlyTrue(status, "Queued");
+  EXPECT_EQ(Find(status, "Queued")["reason"], "Suspended");
+  EXPECT_EQ(status["jobName"], "demo");
+  EXPECT_EQ(status["observedGeneration"], 3);
+}
+
+TEST(Status, QueuedWithoutWorkloadWaitsForKueue) {
+  const json job = Job(true);
+  const json status =
+      ComputeStatus(Mc({{kQueueNameLabel, "user-queue"}}), &job, nullptr, kNow);
+  ExpectOnlyTrue(status, "Queued");
+  EXPECT_EQ(Find(status, "Queued")["reason"], "WaitingForKueue");
+  EXPECT_NE(
+      Find(status, "Queued")["message"].get<std::string>().find("user-queue"),
+      std::string::npos);
+  EXPECT_FALSE(status.contains("workload"));
+}
+
+TEST(Status, ShowsKueuePendingReasonFromWorkload) {
+  const json job = Job(true);
+  const json workload = {
+      {"metadata", {{"name", "job-demo-abcde"}}},
+      {"status",
+       {{"conditions",
+         json::array(
+             {Condition("QuotaReserved", "False", "Pending",
+                        "couldn't assign flavors to pod set main: insufficient "
+                        "unused quota for cpu in flavor default-flavor, 4 more "
+                        "needed")})}}}};
+  const json status = ComputeStatus(Mc({{kQueueNameLabel, "user-queue"}}), &job,
+                                    &workload, kNow);
+  ExpectOnlyTrue(status, "Queued");
+  EXPECT_EQ(Find(status, "Queued")["reason"], "Pending");
+  EXPECT_NE(Find(status, "Queued")["message"].get<std::string>().find(
+                "insufficient unused quota"),
+            std::string::npos);
+  EXPECT_EQ(status["workload"]["name"], "job-demo-abcde");
+  EXPECT_EQ(status["workload"]["admitted"], false);
+  EXPECT_EQ(status["workload"]["reason"], "Pending");
+}
+
+TEST(Status, AdmittedWorkloadAndRunningJob) {
+  const json job = Job(false);
+  const json workload = {
+      {"metadata", {{"name", "job-demo-abcde"}}},
+      {"status",
+       {{"admission", {{"clusterQueue", "cluster-queue"}}},
+        {"conditions",
+         json::array({Condition("QuotaReserved", "True", "QuotaReserved"),
+                      Condition("Admitted", "True", "Admitted",
+                                "The workload is admitted")})}}}};
+  const json status = ComputeStatus(Mc({{kQueueNameLabel, "user-queue"}}), &job,
+                                    &workload, kNow);
+  ExpectOnlyTrue(status, "Running");
+  EXPECT_EQ(Find(status, "Running")["message"],
+            "4 of 4 broker pods active, 2 ready");
+  EXPECT_EQ(status["workload"]["admitted"], true);
+  EXPECT_EQ(status["workload"]["clusterQueue"], "cluster-queue");
+}
+
+TEST(Status, EvictedWorkloadShowsWhyTheJobIsQueuedAgain) {
+  const json job = Job(true);
+  const json workload = {
+      {"metadata", {{"name", "wl"}}},
+      {"status",
+       {{"conditions",
+         json::array({Condition("QuotaReserved", "False", "Pending"),
+                      Condition("Evicted", "True", "Preempted",
+                                "Preempted to accommodate a "
+                                "higher priority Workload")})}}}};
+  const json status = ComputeStatus(Mc({{kQueueNameLabel, "user-queue"}}), &job,
+                                    &workload, kNow);
+  ExpectOnlyTrue(status, "Queued");
+  EXPECT_EQ(Find(status, "Queued")["reason"], "Preempted");
+}
+
+TEST(Status, SuccessCriteriaMetOrCompleteIsSucceeded) {
+  for (const char* type : {"SuccessCriteriaMet", "Complete"}) {
+    const json job =
+        Job(false, json::array({Condition(type, "True", "SuccessPolicy")}));
+    const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
+    ExpectOnlyTrue(status, "Succeeded");
+  }
+}
+
+TEST(Status, FailedJobIsFailedWithItsReason) {
+  const json job = Job(
+      false, json::array({Condition("Failed", "True", "BackoffLimitExceeded",
+                                    "Job has reached the specified backoff "
+                                    "limit")}));
+  const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
+  ExpectOnlyTrue(status, "Failed");
+  EXPECT_EQ(Find(status, "Failed")["reason"], "BackoffLimitExceeded");
+}
+
+TEST(Status, NoJobYetIsPending) {
+  const json status = ComputeStatus(Mc(), nullptr, nullptr, kNow);
+  EXPECT_EQ(status["state"], "Pending");
+  for (const auto& c : status["conditions"]) EXPECT_EQ(c["status"], "False");
+}
+
+TEST(Status, KeepsTransitionTimeWhileConditionStatusIsUnchanged) {
+  MiniCluster mc = Mc();
+  const json job = Job(false);
+  mc.status = ComputeStatus(mc, &job, nullptr, "2020-01-01T00:00:00Z");
+  const json later = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(Find(later, "Running")["lastTransitionTime"],
+            "2020-01-01T00:00:00Z");
+  mc.status = later;
+  const json done = Job(false, json::array({Condition("Complete", "True")}));
+  const json finished = ComputeStatus(mc, &done, nullptr, kNow);
+  EXPECT_EQ(Find(finished, "Running")["lastTransitionTime"], kNow);
+  EXPECT_EQ(Find(finished, "Succeeded")["lastTransitionTime"], kNow);
+  // Queued stayed False throughout.
+  EXPECT_EQ(Find(finished, "Queued")["lastTransitionTime"],
+            "2020-01-01T00:00:00Z");
+}
+
+TEST(Status, InvalidSpecIsFailed) {
+  const json status = InvalidSpecStatus(Mc(), "spec.size: must be ...", kNow);
+  ExpectOnlyTrue(status, "Failed");
+  EXPECT_EQ(Find(status, "Failed")["reason"], "InvalidSpec");
+}
+
+TEST(FindWorkloadForJob, MatchesOwnerUidOrJobUidLabel) {
+  const json job = Job(true);
+  std::vector<json> workloads = {
+      {{"metadata",
+        {{"name", "other"},
+         {"ownerReferences", json::array({{{"kind", "Job"}, {"uid", "x"}}})}}}},
+      {{"metadata",
+        {{"name", "mine"},
+         {"ownerReferences",
+          json::array({{{"kind", "Job"}, {"uid", "job-uid"}}})}}}}};
+  ASSERT_NE(FindWorkloadForJob(workloads, job), nullptr);
+  EXPECT_EQ((*FindWorkloadForJob(workloads, job))["metadata"]["name"], "mine");
+  workloads.pop_back();
+  EXPECT_EQ(FindWorkloadForJob(workloads, job), nullptr);
+  workloads.push_back(
+      {{"metadata",
+        {{"name", "labelled"},
+         {"labels", {{"kueue.x-k8s.io/job-uid", "job-uid"}}}}}});
+  EXPECT_EQ((*FindWorkloadForJob(workloads, job))["metadata"]["name"],
+            "labelled");
+}
+
+}  // namespace
+}  // namespace fcc::controller

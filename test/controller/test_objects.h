@@ -1,0 +1,22 @@
+// MiniCluster objects shaped like the API server returns them.
+#ifndef FCC_TEST_CONTROLLER_TEST_OBJECTS_H_
+#define FCC_TEST_CONTROLLER_TEST_OBJECTS_H_
+
+#include <nlohmann/json.hpp>
+
+namespace fcc::controller::testing {
+
+inline nlohmann::json MiniClusterObject() {
+  return nlohmann::json::parse(R"({
+    "apiVersion": "minicluster.dev/v1alpha1",
+    "kind": "MiniCluster",
+    "metadata": {"name": "demo", "namespace": "science", "generation": 3,
+                 "uid": "1b4e28ba-2fa1-11d2-883f-0016d3cca427"},
+    "spec": {"size": 4, "image": "fluxrm/flux-sched:bookworm",
+             "command": ["flux", "run", "-N4", "hostname"]}
+  })");
+}
+
+}  // namespace fcc::controller::testing
+
+#endif  // FCC_TEST_CONTROLLER_TEST_OBJECTS_H_
