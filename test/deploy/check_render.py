@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Renders deploy/ with kustomize and checks that the CSIDriver, the
+DaemonSet, the sidecars' args and the driver's own flags agree: one driver
+name, one socket, one master key Secret. Then starts the real driver with
+the DaemonSet's args (paths redirected to a temp dir) to prove it accepts
+them, and checks that deliberately broken manifests are caught.
+
+usage: check_render.py INSTALL_KUSTOMIZE DEPLOY_DIR DRIVER_BINARY
+(INSTALL_KUSTOMIZE: scripts/install-kustomize, which prints its path)
+"""
+
+import copy
+import os
+import posixpath
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import manifests as m
+
+DS_NAME = "flux-curve-csi-node"
+REGISTRATION_DIR = "/var/lib/kubelet/plugins_registry"
+PLUGIN_DIR = f"/var/lib/kubelet/plugins/{m.DRIVER_NAME}"
+PODS_DIR = "/var/lib/kubelet/pods"
+
+
+def check_csidriver(objects, c):
+    drivers = m.find(objects, "CSIDriver")
+    if not c.equal([d["metadata"]["name"] for d in drivers], [m.DRIVER_NAME],
+                   "CSIDriver names"):
+        return
+    spec = drivers[0]["spec"]
+    c.equal(spec.get("attachRequired"), False, "CSIDriver attachRequired")
+    c.equal(spec.get("podInfoOnMount"), True, "CSIDriver podInfoOnMount")
+    c.equal(spec.get("volumeLifecycleModes"), ["Ephemeral"],
+            "CSIDriver volumeLifecycleModes")
+    c.equal(spec.get("fsGroupPolicy"), "None", "CSIDriver fsGroupPolicy")
+    c.equal(spec.get("requiresRepublish", False), False,
+            "CSIDriver requiresRepublish")
+
+
+def check_images(spec, c):
+    for ct in spec["containers"]:
+        image = ct.get("image", "")
+        tag = image.rsplit("/", 1)[-1].partition(":")[2]
+        c.check(tag and tag != "latest" or "@sha256:" in image,
+                f"container {ct['name']}: image {image!r} is not pinned")
+
+
+def check_driver(spec, driver, serve_flags, global_flags, c):
+    f = m.flags(driver.get("args", []))
+    c.equal(f[None], ["serve"], "driver positional args")
+    for k in f:
+        if k is not None:
+            c.check(k in serve_flags | global_flags,
+                    f"driver arg {k} is not a flag flux-curve-csi accepts "
+                    f"(serve --help lists {sorted(serve_flags)})")
+    c.check(driver.get("securityContext", {}).get("privileged") is True,
+            "driver must be privileged (it mounts)")
+    c.check(driver.get("securityContext", {}).get("readOnlyRootFilesystem")
+            is True, "driver root filesystem should be read-only")
+
+    # --node-id comes from the node name.
+    if c.check(f.get("--node-id") == "$(NODE_NAME)",
+               "driver --node-id must be $(NODE_NAME)"):
+        env = {e["name"]: e for e in driver.get("env", [])}
+        c.equal(env.get("NODE_NAME", {}).get("valueFrom", {})
+                .get("fieldRef", {}).get("fieldPath"),
+                "spec.nodeName", "driver env NODE_NAME")
+
+    # Pods' volume dirs, shared both ways with the host.
+    try:
+        mount, rel = m.mount_for(driver, PODS_DIR)
+        c.equal(rel, "", "pods dir mount")
+        c.equal(mount.get("mountPropagation"), "Bidirectional",
+                "pods dir mountPropagation")
+        c.equal(m.host_path_of(spec, driver, PODS_DIR), PODS_DIR,
+                "pods dir hostPath")
+    except KeyError as e:
+        c.check(False, f"pods dir: {e}")
+
+    # The master key: Secret mounted read-only, owner-only, at the flag's dir.
+    key_file = f.get("--master-key-file", "")
+    try:
+        mount, rel = m.mount_for(driver, key_file)
+        c.check(mount.get("readOnly") is True, "master key mount not readOnly")
+        secret = m.volume(spec, mount["name"]).get("secret")
+        if c.check(secret is not None, "master key volume is not a Secret"):
+            c.equal(secret.get("secretName"), m.MASTER_KEY_SECRET,
+                    "master key secretName")
+            c.equal(posixpath.dirname(key_file), mount["mountPath"].rstrip("/"),
+                    "--master-key-file dir vs the Secret's mountPath")
+            items = secret.get("items") or [{"key": m.MASTER_KEY_ITEM,
+                                             "path": m.MASTER_KEY_ITEM}]
+            item = [i for i in items if i["path"] == rel]
+            if c.check(len(item) == 1, f"Secret volume has no file {rel!r}"):
+                c.equal(item[0]["key"], m.MASTER_KEY_ITEM, "Secret key")
+                mode = item[0].get("mode", secret.get("defaultMode", 0o644))
+                c.check(mode & 0o077 == 0,
+                        f"master key mode {mode:o} is readable by group/other "
+                        "(the driver refuses it)")
+    except KeyError as e:
+        c.check(False, f"master key: {e}")
+    return f
+
+
+def check_socket(spec, driver, driver_flags, c):
+    """The socket the driver serves is the one the sidecars and kubelet use."""
+    endpoint = str(driver_flags.get("--endpoint", ""))
+    if not c.check(endpoint.startswith("unix:///"),
+                   f"driver --endpoint {endpoint!r} is not unix:///..."):
+        return
+    sock = endpoint[len("unix://"):]
+    try:
+        host_sock = m.host_path_of(spec, driver, sock)
+    except KeyError as e:
+        c.check(False, f"driver socket: {e}")
+        return
+    c.equal(host_sock, f"{PLUGIN_DIR}/csi.sock", "driver socket on the host")
+    plugin_vol = m.volume(spec, m.mount_for(driver, sock)[0]["name"])
+    c.equal(plugin_vol["hostPath"].get("type"), "DirectoryOrCreate",
+            "plugin dir hostPath type")
+
+    for name in ("node-driver-registrar", "livenessprobe"):
+        try:
+            sidecar = m.container(spec, name)
+        except KeyError as e:
+            c.check(False, str(e))
+            continue
+        sf = m.flags(sidecar.get("args", []))
+        addr = str(sf.get("--csi-address", ""))
+        try:
+            c.equal(m.host_path_of(spec, sidecar, addr), host_sock,
+                    f"{name} --csi-address {addr!r} on the host")
+        except KeyError as e:
+            c.check(False, f"{name} --csi-address: {e}")
+        if name == "node-driver-registrar":
+            c.equal(sf.get("--kubelet-registration-path"), host_sock,
+                    "registrar --kubelet-registration-path")
+            probe = sidecar.get("livenessProbe", {}).get("exec", {})
+            pf = m.flags(probe.get("command", [])[1:])
+            c.equal(pf.get("--mode"), "kubelet-registration-probe",
+                    "registrar liveness probe --mode")
+            c.equal(pf.get("--kubelet-registration-path"), host_sock,
+                    "registrar liveness probe --kubelet-registration-path")
+            try:
+                c.equal(m.host_path_of(spec, sidecar, "/registration"),
+                        REGISTRATION_DIR, "registrar /registration hostPath")
+            except KeyError as e:
+                c.check(False, f"registrar registration dir: {e}")
+        else:
+            port = int(sf.get("--health-port", 9808))
+            ports = {p.get("name"): p["containerPort"]
+                     for p in driver.get("ports", [])}
+            c.equal(ports.get("healthz"), port,
+                    "driver port 'healthz' vs livenessprobe --health-port")
+            c.equal(driver.get("livenessProbe", {}).get("httpGet", {})
+                    .get("port"), "healthz", "driver livenessProbe port")
+
+
+def check_metrics(driver, driver_flags, serve_flags, c):
+    """If the driver serves metrics, the DaemonSet names that port."""
+    if "--metrics-address" not in serve_flags:
+        return
+    address = driver_flags.get("--metrics-address", "0.0.0.0:9810")
+    if address == "":
+        return
+    port = int(str(address).rsplit(":", 1)[1])
+    ports = {p.get("name"): p["containerPort"] for p in driver.get("ports", [])}
+    c.equal(ports.get("metrics"), port,
+            "driver containerPort 'metrics' vs --metrics-address")
+
+
+def check_objects(objects, serve_flags, global_flags):
+    c = m.Checker()
+    check_csidriver(objects, c)
+    c.equal([n["metadata"]["name"] for n in m.find(objects, "Namespace")
+             if n["metadata"]["name"] == m.NAMESPACE], [m.NAMESPACE],
+            "Namespace")
+    ds = m.find(objects, "DaemonSet", DS_NAME)
+    if not c.equal(len(ds), 1, f"DaemonSets named {DS_NAME}"):
+        return c.errors
+    ds = ds[0]
+    c.equal(ds["metadata"].get("namespace"), m.NAMESPACE, "DaemonSet namespace")
+    spec = m.pod_spec(ds)
+    sa_name = spec.get("serviceAccountName")
+    sas = [s for s in m.find(objects, "ServiceAccount", sa_name)
+           if s["metadata"].get("namespace") == m.NAMESPACE]
+    if c.equal(len(sas), 1, f"ServiceAccount {sa_name} in {m.NAMESPACE}"):
+        c.equal(sas[0].get("automountServiceAccountToken"), False,
+                "ServiceAccount automountServiceAccountToken")
+    c.check(spec.get("automountServiceAccountToken") is False,
+            "DaemonSet pods must not mount an API token")
+    c.check({"operator": "Exists"} in spec.get("tolerations", []),
+            "DaemonSet must tolerate every taint (operator: Exists)")
+    c.equal(spec.get("priorityClassName"), "system-node-critical",
+            "priorityClassName")
+    c.equal(ds["spec"].get("updateStrategy", {}).get("type"), "RollingUpdate",
+            "updateStrategy")
+    check_images(spec, c)
+    for ct in spec["containers"]:
+        res = ct.get("resources", {})
+        c.check("requests" in res and "limits" in res,
+                f"container {ct['name']} has no requests/limits")
+    try:
+        driver = m.container(spec, "driver")
+    except KeyError as e:
+        c.check(False, str(e))
+        return c.errors
+    f = check_driver(spec, driver, serve_flags, global_flags, c)
+    check_socket(spec, driver, f, c)
+    check_metrics(driver, f, serve_flags, c)
+    return c.errors
+
+
+def driver_accepts_args(binary, args):
+    """Starts the real driver with the DaemonSet's args, only the socket and
+    the key redirected to a temp dir; it must come up serving."""
+    with tempfile.TemporaryDirectory() as tmp:
+        key = os.path.join(tmp, "master.key")
+        with open(key, "wb") as fh:
+            fh.write(os.urandom(64))
+        os.chmod(key, 0o400)
+        sock = os.path.join(tmp, "csi.sock")
+        argv = []
+        for a in args:
+            a = str(a)
+            if a.startswith("--endpoint="):
+                a = f"--endpoint=unix://{sock}"
+            elif a.startswith("--master-key-file="):
+                a = f"--master-key-file={key}"
+            elif a.startswith("--metrics-address="):
+                a = "--metrics-address=127.0.0.1:0"
+            argv.append(a.replace("$(NODE_NAME)", "render-check-node"))
+        proc = subprocess.Popen([binary, *argv], stderr=subprocess.PIPE,
+                                text=True)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(sock) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        up = os.path.exists(sock)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        if not up or proc.returncode != 0:
+            return [f"driver with the DaemonSet's args {argv} did not serve "
+                    f"and stop cleanly (exit {proc.returncode}): {err[-2000:]}"]
+    return []
+
+
+# Each mutation breaks one thing the checks must catch.
+def _driver(objs):
+    return m.container(m.pod_spec(m.find(objs, "DaemonSet", DS_NAME)[0]),
+                       "driver")
+
+
+def _registrar(objs):
+    return m.container(m.pod_spec(m.find(objs, "DaemonSet", DS_NAME)[0]),
+                       "node-driver-registrar")
+
+
+def _set_arg(ct, flag, value):
+    ct["args"] = [a for a in ct["args"] if not str(a).startswith(flag + "=")]
+    ct["args"].append(f"{flag}={value}")
+
+
+MUTATIONS = {
+    "driver name": lambda o: m.find(o, "CSIDriver")[0]["metadata"].update(
+        name="curve.example.com"),
+    "podInfoOnMount": lambda o: m.find(o, "CSIDriver")[0]["spec"].update(
+        podInfoOnMount=False),
+    "driver socket": lambda o: _set_arg(_driver(o), "--endpoint",
+                                        "unix:///csi/other.sock"),
+    "registration path": lambda o: _set_arg(
+        _registrar(o), "--kubelet-registration-path",
+        "/var/lib/kubelet/plugins/csi-curve/csi.sock"),
+    "key file dir": lambda o: _set_arg(_driver(o), "--master-key-file",
+                                       "/etc/master.key"),
+    "unknown flag": lambda o: _driver(o)["args"].append("--verbose=5"),
+    "propagation": lambda o: m.mount_for(_driver(o), PODS_DIR)[0].update(
+        mountPropagation="HostToContainer"),
+    "key mode": lambda o: m.volume(
+        m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
+        "master-key")["secret"].update(defaultMode=0o440, items=None),
+}
+
+
+def main():
+    installer, deploy_dir, binary = sys.argv[1:4]
+    kustomize = subprocess.run([installer], check=True, capture_output=True,
+                               text=True).stdout.strip()
+    objects = m.render(kustomize, deploy_dir)
+    serve_flags = m.help_flags(binary, "serve")
+    global_flags = m.help_flags(binary)
+    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+    print("rendered:", ", ".join(kinds))
+
+    errors = check_objects(objects, serve_flags, global_flags)
+    if not errors:
+        errors += driver_accepts_args(binary, _driver(objects)["args"])
+    for name, mutate in MUTATIONS.items():
+        broken = copy.deepcopy(objects)
+        mutate(broken)
+        if not check_objects(broken, serve_flags, global_flags):
+            errors.append(f"self-test: a broken manifest ({name}) passed")
+    for e in errors:
+        print("FAIL:", e)
+    print(f"deploy render check: {len(errors)} problem(s), "
+          f"{len(MUTATIONS)} broken variants caught"
+          if not errors else f"deploy render check: {len(errors)} problem(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
