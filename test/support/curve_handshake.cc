@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -290,21 +291,22 @@ HandshakeResult RunCurveHandshake(const HandshakeConfig& config) {
 
     bool server_ok = false, client_ok = false, got_ping = false,
          got_pong = false;
-    std::string failure;
-    while (failure.empty() && !(server_ok && client_ok && got_pong)) {
+    // The first failure decides; the server's diagnosis is the more
+    // precise one, so it is awaited briefly (bounded) if the client's came
+    // first.
+    std::string server_failure, client_failure;
+    auto end = deadline;
+    while (server_failure.empty() && !(server_ok && client_ok && got_pong)) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        failure = fmt::format("timed out after {} ms", config.timeout.count());
-        break;
-      }
+          end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
       zmq_pollitem_t items[] = {{server_mon, 0, ZMQ_POLLIN, 0},
                                 {client_mon, 0, ZMQ_POLLIN, 0},
                                 {server, 0, ZMQ_POLLIN, 0},
                                 {client, 0, ZMQ_POLLIN, 0}};
       if (zmq_poll(items, 4, left.count()) < 0) {
         if (zmq_errno() == EINTR) continue;
-        failure = ZmqError("zmq_poll");
+        client_failure = ZmqError("zmq_poll");
         break;
       }
       for (int side = 0; side < 2; ++side) {
@@ -321,8 +323,13 @@ HandshakeResult RunCurveHandshake(const HandshakeConfig& config) {
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
           (side == 0 ? server_ok : client_ok) = true;
         } else if (IsHandshakeFailure(event)) {
-          failure = fmt::format("{} reported {}",
-                                side == 0 ? "server" : "client", name);
+          std::string& failure = side == 0 ? server_failure : client_failure;
+          if (failure.empty()) {
+            failure = fmt::format("{} reported {}",
+                                  side == 0 ? "server" : "client", name);
+          }
+          end = std::min(end, std::chrono::steady_clock::now() +
+                                  std::chrono::milliseconds(250));
         }
       }
       if (items[2].revents & ZMQ_POLLIN) {
@@ -341,9 +348,15 @@ HandshakeResult RunCurveHandshake(const HandshakeConfig& config) {
     }
     zmq_socket_monitor(server, nullptr, 0);
     zmq_socket_monitor(client, nullptr, 0);
-    result.detail = failure;
-    result.ok =
-        failure.empty() && server_ok && client_ok && got_ping && got_pong;
+    result.ok = server_failure.empty() && client_failure.empty() && server_ok &&
+                client_ok && got_ping && got_pong;
+    if (!result.ok) {
+      result.detail =
+          !server_failure.empty() ? server_failure
+          : !client_failure.empty()
+              ? client_failure
+              : fmt::format("timed out after {} ms", config.timeout.count());
+    }
   }  // ~Session: sockets closed, context shut down, ZAP thread joined.
   result.zap_requests = zap_stats.requests;
   result.zap_admitted = zap_stats.admitted;
