@@ -208,15 +208,17 @@ KubeConfig LoadKubeconfig(const std::string& path, const std::string& context) {
   };
   const std::string context_name =
       context.empty() ? kc.value("current-context", "") : context;
-  const json* ctx =
-      FindNamed(kc.value("contexts", json::array()), context_name);
+  // Keep the lists alive: FindNamed returns pointers into them.
+  const json contexts = kc.value("contexts", json::array());
+  const json clusters = kc.value("clusters", json::array());
+  const json users = kc.value("users", json::array());
+  const json* ctx = FindNamed(contexts, context_name);
   if (ctx == nullptr) {
     throw std::runtime_error("kubeconfig " + path + ": context \"" +
                              context_name + "\" not found");
   }
   const json c = ctx->value("context", json::object());
-  const json* cluster_entry =
-      FindNamed(kc.value("clusters", json::array()), c.value("cluster", ""));
+  const json* cluster_entry = FindNamed(clusters, c.value("cluster", ""));
   if (cluster_entry == nullptr) {
     throw std::runtime_error("kubeconfig " + path + ": cluster \"" +
                              c.value("cluster", "") + "\" not found");
@@ -235,8 +237,7 @@ KubeConfig LoadKubeconfig(const std::string& path, const std::string& context) {
   } else if (cluster.contains("certificate-authority")) {
     config.ca_file = resolve(cluster["certificate-authority"]);
   }
-  const json* user_entry =
-      FindNamed(kc.value("users", json::array()), c.value("user", ""));
+  const json* user_entry = FindNamed(users, c.value("user", ""));
   if (user_entry != nullptr) {
     const json user = user_entry->value("user", json::object());
     if (user.contains("exec") || user.contains("auth-provider")) {

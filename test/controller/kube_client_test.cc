@@ -1,0 +1,113 @@
+#include "kube_client.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace fcc::controller {
+namespace {
+
+class KubeconfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kubeconfig-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    Write("client.key", "KEY-PEM");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(KubeconfigTest, ReadsCurrentContextWithDataAndRelativeFiles) {
+  // "Q0EtUEVN" = base64("CA-PEM"), "Q0VSVC1QRU0=" = base64("CERT-PEM").
+  const std::string path = Write("config", R"(
+apiVersion: v1
+kind: Config
+current-context: dev
+contexts:
+- name: other
+  context: {cluster: nowhere, user: nobody}
+- name: dev
+  context: {cluster: local, user: admin, namespace: team-a}
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:6443/
+    certificate-authority-data: Q0EtUEVN
+users:
+- name: admin
+  user:
+    client-certificate-data: Q0VSVC1QRU0=
+    client-key: client.key
+)");
+  KubeConfig config = LoadKubeconfig(path);
+  EXPECT_EQ(config.server, "https://127.0.0.1:6443");
+  EXPECT_EQ(config.ca_pem, "CA-PEM");
+  EXPECT_EQ(config.client_cert_pem, "CERT-PEM");
+  EXPECT_EQ(config.client_key_pem, "KEY-PEM");
+  EXPECT_EQ(config.namespace_, "team-a");
+  EXPECT_TRUE(config.token.empty());
+}
+
+TEST_F(KubeconfigTest, TokenUserAndExplicitContext) {
+  const std::string path = Write("config", R"(
+current-context: none
+contexts:
+- name: t
+  context: {cluster: c, user: u}
+clusters:
+- name: c
+  cluster: {server: "https://k:443", insecure-skip-tls-verify: true}
+users:
+- name: u
+  user: {token: abc}
+)");
+  KubeConfig config = LoadKubeconfig(path, "t");
+  EXPECT_EQ(config.token, "abc");
+  EXPECT_TRUE(config.insecure_skip_tls_verify);
+  EXPECT_THROW(LoadKubeconfig(path), std::runtime_error);  // "none" is missing
+}
+
+TEST_F(KubeconfigTest, ExecPluginsAreRefusedWithAReason) {
+  const std::string path = Write("config", R"(
+current-context: t
+contexts: [{name: t, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://k"}}]
+users: [{name: u, user: {exec: {command: aws}}}]
+)");
+  try {
+    LoadKubeconfig(path);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("exec"), std::string::npos);
+  }
+}
+
+TEST(Paths, CoreAndGroupedResources) {
+  EXPECT_EQ(CollectionPath("v1", "services", "ns"),
+            "/api/v1/namespaces/ns/services");
+  EXPECT_EQ(CollectionPath("batch/v1", "jobs", ""), "/apis/batch/v1/jobs");
+  EXPECT_EQ(
+      ObjectPath("minicluster.dev/v1alpha1", "miniclusters", "ns", "a",
+                 "status"),
+      "/apis/minicluster.dev/v1alpha1/namespaces/ns/miniclusters/a/status");
+  EXPECT_EQ(UrlEncode("minicluster.dev/name"), "minicluster.dev%2Fname");
+}
+
+TEST(HttpResponse, DescribesApiStatusMessages) {
+  HttpResponse r{
+      409, R"({"kind":"Status","message":"jobs.batch \"a\" already exists"})",
+      ""};
+  EXPECT_EQ(r.Describe(), "HTTP 409: jobs.batch \"a\" already exists");
+  HttpResponse down{0, "", "connection refused"};
+  EXPECT_EQ(down.Describe(), "connection refused");
+}
+
+}  // namespace
+}  // namespace fcc::controller
