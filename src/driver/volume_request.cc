@@ -72,6 +72,12 @@ std::expected<std::string, RequestError> CheckTargetPath(std::string_view p) {
   }
   std::string path(p);
   while (path.size() > 1 && path.back() == '/') path.pop_back();
+  // "/" itself would make publish "repair" (and unpublish detach) the root
+  // mount of the driver's namespace.
+  if (path == "/") {
+    return Invalid(
+        "target_path must be a directory below /, not the root directory");
+  }
   return path;
 }
 

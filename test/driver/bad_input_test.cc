@@ -149,6 +149,8 @@ std::vector<BadCase> BadCases() {
          r.set_target_path(r.target_path() + "/" + std::string(4096, 'p'));
        },
        nullptr, "target_path", "longer than 4095 bytes"},
+      {"RootTargetPath", [](R& r) { r.set_target_path("/"); }, nullptr,
+       "target_path", "below /"},
       {"MissingVolumeCapability", [](R& r) { r.clear_volume_capability(); },
        nullptr, "volume_capability", "is required"},
       {"BlockAccess",
@@ -246,6 +248,8 @@ std::vector<BadCase> BadCases() {
       {"UnpublishTargetPathWithDotDot", nullptr,
        [](U& u) { u.set_target_path(u.target_path() + "/.."); }, "target_path",
        "must not contain '.' or '..'"},
+      {"UnpublishRootTargetPath", nullptr,
+       [](U& u) { u.set_target_path("//"); }, "target_path", "below /"},
       {"UnpublishOversizeVolumeId", nullptr,
        [](U& u) { u.set_volume_id(std::string(129, 'v')); }, "volume_id",
        "at most 128 characters"},

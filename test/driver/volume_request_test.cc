@@ -130,6 +130,10 @@ TEST(ValidatePublishRequest, ChecksTargetPath) {
   ExpectInvalid(r, "target_path", "NUL");
   r.set_target_path("/" + std::string(4095, 'a'));
   ExpectInvalid(r, "target_path", "longer");
+  for (const char* root : {"/", "//", "///"}) {
+    r.set_target_path(root);
+    ExpectInvalid(r, "target_path", "below /");
+  }
   // ".." inside a name is just a name.
   r.set_target_path("/var/lib/kubelet/pods/a..b/mount");
   EXPECT_TRUE(ValidatePublishRequest(r).has_value());
@@ -344,6 +348,9 @@ TEST(ValidateUnpublishRequest, AcceptsAndChecks) {
   expect_invalid(bad, "target_path");
   bad = r;
   bad.set_target_path("/var/lib/kubelet/pods/../../../etc");
+  expect_invalid(bad, "target_path");
+  bad = r;
+  bad.set_target_path("/");
   expect_invalid(bad, "target_path");
   bad = r;
   bad.set_volume_id(std::string(129, 'v'));
