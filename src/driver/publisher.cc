@@ -21,9 +21,14 @@ std::string CertPath(const std::string& target) {
   return target + "/" + std::string(curve::kCertFileName);
 }
 
+// INTERNAL, except a full filesystem: RESOURCE_EXHAUSTED tells the operator
+// (and kubelet's events) that freeing space, not a driver fix, is the cure.
 Status Internal(std::string_view step, const std::string& target,
                 std::error_code ec) {
-  return Status(StatusCode::INTERNAL,
+  const StatusCode code = ec == std::errc::no_space_on_device
+                              ? StatusCode::RESOURCE_EXHAUSTED
+                              : StatusCode::INTERNAL;
+  return Status(code,
                 fmt::format("{} at target_path {} failed: {}", step, target,
                             ec.message()));
 }
