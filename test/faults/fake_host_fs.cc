@@ -1,0 +1,358 @@
+#include "fake_host_fs.h"
+
+#include <cerrno>
+#include <charconv>
+#include <sstream>
+
+namespace fcc::testing {
+namespace {
+
+using driver::FileSnapshot;
+using driver::FsInfo;
+using driver::PathKind;
+
+std::error_code Err(int e) { return {e, std::system_category()}; }
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == 0 || slash == std::string::npos) return "/";
+  return path.substr(0, slash);
+}
+
+// "a=1,b=2" → value of `key`, or "".
+std::string Option(const std::string& options, const std::string& key) {
+  std::stringstream in(options);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.starts_with(key + "=")) return item.substr(key.size() + 1);
+  }
+  return "";
+}
+
+unsigned long Number(const std::string& text, int base = 10) {
+  unsigned long value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value, base);
+  return value;
+}
+
+}  // namespace
+
+FakeHostFs::FakeHostFs() { host_.nodes["/"] = Node{}; }
+
+FakeHostFs::Where FakeHostFs::Resolve(const std::string& path) {
+  // The innermost mount at or above `path` holds it (a mount hides what
+  // lies beneath it, as in the kernel).
+  for (std::string p = path;; p = Parent(p)) {
+    auto it = mounts_.find(p);
+    if (it != mounts_.end() && !it->second.empty()) {
+      std::string rel = path.substr(p == "/" ? 0 : p.size());
+      if (p == "/" && rel == "/") rel = "";
+      return {&it->second.back(), rel};
+    }
+    if (p == "/") break;
+  }
+  return {&host_, path};
+}
+
+const FakeHostFs::Node* FakeHostFs::Find(const std::string& path) {
+  Where w = Resolve(path);
+  auto it = w.layer->nodes.find(w.rel);
+  return it == w.layer->nodes.end() ? nullptr : &it->second;
+}
+
+bool FakeHostFs::HasMountsBelow(const std::string& path) const {
+  for (const auto& [p, stack] : mounts_) {
+    if (!stack.empty() && p.starts_with(path + "/")) return true;
+  }
+  return false;
+}
+
+std::error_code FakeHostFs::AddNode(const std::string& path, Node node) {
+  const Node* parent = Find(Parent(path));
+  if (parent == nullptr) return Err(ENOENT);
+  if (parent->kind != Node::kDir) return Err(ENOTDIR);
+  if (Find(path) != nullptr || MountCount(path) > 0) return Err(EEXIST);
+  Where w = Resolve(path);
+  if (w.layer->read_only) return Err(EROFS);
+  if (w.layer->size_limit > 0 && node.kind == Node::kFile) {
+    size_t used = node.content.size();
+    for (const auto& [rel, n] : w.layer->nodes) used += n.content.size();
+    if (used > w.layer->size_limit) return Err(ENOSPC);
+  }
+  w.layer->nodes[w.rel] = std::move(node);
+  return {};
+}
+
+void FakeHostFs::AddDir(const std::string& path, mode_t mode) {
+  std::lock_guard lock(mu_);
+  if (path != "/" && Find(Parent(path)) == nullptr) AddDir(Parent(path));
+  AddNode(path, Node{.kind = Node::kDir, .mode = mode, .content = {}});
+}
+
+void FakeHostFs::AddFile(const std::string& path, const std::string& content,
+                         mode_t mode, uid_t uid, gid_t gid) {
+  std::lock_guard lock(mu_);
+  AddNode(path, Node{.kind = Node::kFile,
+                     .mode = mode,
+                     .uid = uid,
+                     .gid = gid,
+                     .content = content});
+}
+
+void FakeHostFs::AddSymlink(const std::string& path) {
+  std::lock_guard lock(mu_);
+  AddNode(path, Node{.kind = Node::kSymlink, .mode = 0777, .content = {}});
+}
+
+void FakeHostFs::AddForeignMount(const std::string& target, bool read_only) {
+  std::lock_guard lock(mu_);
+  Layer layer;
+  layer.tmpfs = true;
+  layer.read_only = read_only;
+  layer.source = "foreign";
+  layer.nodes[""] = Node{};
+  mounts_[target].push_back(std::move(layer));
+}
+
+int FakeHostFs::MountCount(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  auto it = mounts_.find(path);
+  return it == mounts_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+int FakeHostFs::TotalMounts() const {
+  std::lock_guard lock(mu_);
+  int total = 0;
+  for (const auto& [p, stack] : mounts_) total += stack.size();
+  return total;
+}
+
+bool FakeHostFs::Exists(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  return const_cast<FakeHostFs*>(this)->Find(path) != nullptr;
+}
+
+std::string FakeHostFs::Dump() const {
+  std::lock_guard lock(mu_);
+  std::ostringstream out;
+  auto dump_layer = [&](const Layer& layer) {
+    out << (layer.tmpfs ? "tmpfs " : "host ") << layer.source
+        << (layer.read_only ? " ro" : " rw") << "\n";
+    for (const auto& [rel, n] : layer.nodes) {
+      out << "  " << rel << " kind=" << n.kind << " mode=" << std::oct << n.mode
+          << std::dec << " owner=" << n.uid << ":" << n.gid
+          << " bytes=" << n.content << "\n";
+    }
+  };
+  dump_layer(host_);
+  for (const auto& [p, stack] : mounts_) {
+    for (size_t i = 0; i < stack.size(); ++i) {
+      out << "mount " << p << " #" << i << ": ";
+      dump_layer(stack[i]);
+    }
+  }
+  return out.str();
+}
+
+PathKind FakeHostFs::Inspect(const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (MountCount(path) > 0) return PathKind::kMountRoot;
+  const Node* n = Find(path);
+  if (n == nullptr) return PathKind::kMissing;
+  switch (n->kind) {
+    case Node::kDir:
+      return PathKind::kDirectory;
+    case Node::kSymlink:
+      return PathKind::kSymlink;
+    case Node::kFile:
+      return PathKind::kOther;
+  }
+  return PathKind::kOther;
+}
+
+std::error_code FakeHostFs::MakeDir(const std::string& path, mode_t mode) {
+  std::lock_guard lock(mu_);
+  return AddNode(path, Node{.kind = Node::kDir, .mode = mode, .content = {}});
+}
+
+std::error_code FakeHostFs::Remove(const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (MountCount(path) > 0 || HasMountsBelow(path)) return Err(EBUSY);
+  Where w = Resolve(path);
+  auto it = w.layer->nodes.find(w.rel);
+  if (it == w.layer->nodes.end()) return {};
+  if (it->second.kind == Node::kDir) {
+    auto child = w.layer->nodes.lower_bound(w.rel + "/");
+    if (child != w.layer->nodes.end() &&
+        child->first.starts_with(w.rel + "/")) {
+      return Err(ENOTEMPTY);
+    }
+  }
+  if (w.layer->read_only) return Err(EROFS);
+  w.layer->nodes.erase(it);
+  return {};
+}
+
+std::error_code FakeHostFs::MountTmpfs(const std::string& target,
+                                       const std::string& options) {
+  std::lock_guard lock(mu_);
+  const PathKind kind = Inspect(target);
+  if (kind == PathKind::kMissing) return Err(ENOENT);
+  if (kind != PathKind::kDirectory && kind != PathKind::kMountRoot) {
+    return Err(ENOTDIR);
+  }
+  Layer layer;
+  layer.tmpfs = true;
+  layer.source = driver::kMountSource;
+  layer.size_limit = Number(Option(options, "size"));
+  layer.nodes[""] =
+      Node{.kind = Node::kDir,
+           .mode = static_cast<mode_t>(Number(Option(options, "mode"), 8)),
+           .uid = static_cast<uid_t>(Number(Option(options, "uid"))),
+           .gid = static_cast<gid_t>(Number(Option(options, "gid"))),
+           .content = {}};
+  mounts_[target].push_back(std::move(layer));
+  return {};
+}
+
+std::error_code FakeHostFs::RemountReadOnly(const std::string& target,
+                                            const std::string&) {
+  std::lock_guard lock(mu_);
+  auto it = mounts_.find(target);
+  if (it == mounts_.end() || it->second.empty()) return Err(EINVAL);
+  it->second.back().read_only = true;
+  return {};
+}
+
+std::error_code FakeHostFs::Unmount(const std::string& target) {
+  std::lock_guard lock(mu_);
+  auto it = mounts_.find(target);
+  if (it == mounts_.end() || it->second.empty()) return Err(EINVAL);
+  it->second.pop_back();  // lazily detached if busy, like LinuxHostFs
+  if (it->second.empty()) mounts_.erase(it);
+  return {};
+}
+
+std::error_code FakeHostFs::WriteNewFile(const std::string& path,
+                                         std::string_view content, mode_t mode,
+                                         uid_t uid, gid_t gid) {
+  std::lock_guard lock(mu_);
+  const Node* existing = Find(path);
+  if (existing != nullptr) {
+    return Err(existing->kind == Node::kSymlink ? ELOOP : EEXIST);
+  }
+  return AddNode(path, Node{.kind = Node::kFile,
+                            .mode = mode,
+                            .uid = uid,
+                            .gid = gid,
+                            .content = std::string(content)});
+}
+
+std::expected<FileSnapshot, std::error_code> FakeHostFs::ReadFile(
+    const std::string& path, size_t max_bytes) {
+  std::lock_guard lock(mu_);
+  const Node* n = Find(path);
+  if (n == nullptr) return std::unexpected(Err(ENOENT));
+  if (n->kind == Node::kSymlink) return std::unexpected(Err(ELOOP));
+  FileSnapshot snap;
+  snap.mode = n->mode;
+  snap.uid = n->uid;
+  snap.gid = n->gid;
+  snap.regular = n->kind == Node::kFile;
+  if (snap.regular)
+    snap.content = curve::Secret(n->content.substr(0, max_bytes));
+  return snap;
+}
+
+std::expected<FsInfo, std::error_code> FakeHostFs::StatFs(
+    const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (Find(path) == nullptr) return std::unexpected(Err(ENOENT));
+  Where w = Resolve(path);
+  return FsInfo{.is_tmpfs = w.layer->tmpfs, .read_only = w.layer->read_only};
+}
+
+const char* OpName(Op op) {
+  static constexpr const char* kNames[] = {
+      "Inspect", "MakeDir", "Remove", "Mount",  "Remount",
+      "Unmount", "Write",   "Read",   "StatFs", "?"};
+  return kNames[static_cast<size_t>(op)];
+}
+
+void FaultyHostFs::Fail(Op op, int err, int nth) {
+  std::lock_guard lock(mu_);
+  rules_.push_back(Rule{op, err, nth});
+}
+
+void FaultyHostFs::Clear() {
+  std::lock_guard lock(mu_);
+  rules_.clear();
+}
+
+int FaultyHostFs::Calls(Op op) const {
+  std::lock_guard lock(mu_);
+  return calls_[static_cast<size_t>(op)];
+}
+
+int FaultyHostFs::Injected() const {
+  std::lock_guard lock(mu_);
+  return injected_;
+}
+
+int FaultyHostFs::Check(Op op) {
+  std::lock_guard lock(mu_);
+  ++calls_[static_cast<size_t>(op)];
+  int err = 0;
+  for (Rule& rule : rules_) {
+    if (rule.op != op) continue;
+    ++rule.seen;
+    if (err == 0 && (rule.nth == 0 || rule.nth == rule.seen)) err = rule.err;
+  }
+  if (err != 0) ++injected_;
+  return err;
+}
+
+PathKind FaultyHostFs::Inspect(const std::string& path) {
+  if (Check(Op::kInspect)) return PathKind::kUnreadable;
+  return inner_.Inspect(path);
+}
+std::error_code FaultyHostFs::MakeDir(const std::string& path, mode_t mode) {
+  if (int e = Check(Op::kMakeDir)) return Err(e);
+  return inner_.MakeDir(path, mode);
+}
+std::error_code FaultyHostFs::Remove(const std::string& path) {
+  if (int e = Check(Op::kRemove)) return Err(e);
+  return inner_.Remove(path);
+}
+std::error_code FaultyHostFs::MountTmpfs(const std::string& target,
+                                         const std::string& options) {
+  if (int e = Check(Op::kMount)) return Err(e);
+  return inner_.MountTmpfs(target, options);
+}
+std::error_code FaultyHostFs::RemountReadOnly(const std::string& target,
+                                              const std::string& options) {
+  if (int e = Check(Op::kRemount)) return Err(e);
+  return inner_.RemountReadOnly(target, options);
+}
+std::error_code FaultyHostFs::Unmount(const std::string& target) {
+  if (int e = Check(Op::kUnmount)) return Err(e);
+  return inner_.Unmount(target);
+}
+std::error_code FaultyHostFs::WriteNewFile(const std::string& path,
+                                           std::string_view content,
+                                           mode_t mode, uid_t uid, gid_t gid) {
+  if (int e = Check(Op::kWrite)) return Err(e);
+  return inner_.WriteNewFile(path, content, mode, uid, gid);
+}
+std::expected<FileSnapshot, std::error_code> FaultyHostFs::ReadFile(
+    const std::string& path, size_t max_bytes) {
+  if (int e = Check(Op::kRead)) return std::unexpected(Err(e));
+  return inner_.ReadFile(path, max_bytes);
+}
+std::expected<FsInfo, std::error_code> FaultyHostFs::StatFs(
+    const std::string& path) {
+  if (int e = Check(Op::kStatFs)) return std::unexpected(Err(e));
+  return inner_.StatFs(path);
+}
+
+}  // namespace fcc::testing
