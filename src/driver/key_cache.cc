@@ -32,8 +32,13 @@ KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
       MakeMiniClusterCert(master_key_, id));
   std::lock_guard lock(mu_);
   ++misses_;
+  const auto [vol, inserted] = by_volume_.try_emplace(volume_id, key);
+  if (!inserted && vol->second != key) {
+    // The volume already uses another MiniCluster's cert (the publish will
+    // be refused as ALREADY_EXISTS): do not keep an entry no volume counts.
+    return {std::move(cert), false};
+  }
   auto [it, created] = by_minicluster_.try_emplace(key, Entry{cert, 0});
-  const auto [vol, inserted] = by_volume_.emplace(volume_id, key);
   if (inserted) ++it->second.volumes;
   return {it->second.cert, inserted};
 }
