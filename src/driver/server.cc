@@ -92,6 +92,15 @@ int Serve(const ServeOptions& options) {
         "one");
     return 2;
   }
+  // CLI11 reads an empty "--node-id=" as a flag without its value and takes
+  // the next argument instead (e.g. "--master-key-file=..."): refuse that.
+  if (options.node_id.front() == '-') {
+    spdlog::error(
+        "--node-id {:?} looks like a flag: was --node-id given an empty "
+        "value? Set NODE_NAME or pass --node-id=<the Kubernetes node name>",
+        options.node_id);
+    return 2;
+  }
   auto socket_path = SocketPathFromEndpoint(options.endpoint);
   if (!socket_path) {
     spdlog::error("{}", socket_path.error());
