@@ -51,6 +51,8 @@ def check_images(spec, c):
 
 def check_driver(spec, driver, serve_flags, global_flags, c):
     f = m.flags(driver.get("args", []))
+    c.equal(driver.get("command"), ["flux-curve-csi"],
+            "driver command (the image holds both programs)")
     c.equal(f[None], ["serve"], "driver positional args")
     for k in f:
         if k is not None:
@@ -59,6 +61,8 @@ def check_driver(spec, driver, serve_flags, global_flags, c):
                     f"(serve --help lists {sorted(serve_flags)})")
     c.check(driver.get("securityContext", {}).get("privileged") is True,
             "driver must be privileged (it mounts)")
+    c.equal(driver.get("securityContext", {}).get("runAsUser"), 0,
+            "driver runAsUser (the image's default user is not root)")
     c.check(driver.get("securityContext", {}).get("readOnlyRootFilesystem")
             is True, "driver root filesystem should be read-only")
 
@@ -283,6 +287,8 @@ MUTATIONS = {
     "key file dir": lambda o: _set_arg(_driver(o), "--master-key-file",
                                        "/etc/master.key"),
     "unknown flag": lambda o: _driver(o)["args"].append("--verbose=5"),
+    "non-root driver": lambda o: _driver(o)["securityContext"].pop(
+        "runAsUser"),
     "propagation": lambda o: m.mount_for(_driver(o), PODS_DIR)[0].update(
         mountPropagation="HostToContainer"),
     "key mode": lambda o: m.volume(

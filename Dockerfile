@@ -1,0 +1,28 @@
+# One image with both programs, built on Debian 12 from Debian's packages.
+#   docker build -t ghcr.io/flux-curve-csi/flux-curve-csi:v0.1.0 .
+# The DaemonSet runs `flux-curve-csi serve` as root (it mounts); the
+# controller Deployment runs `minicluster-controller` as the image's
+# non-root user. test/deploy/check_dockerfile.py keeps this file honest.
+
+FROM debian:bookworm AS build
+WORKDIR /src
+# Dependencies first, so editing the source does not re-download them.
+COPY scripts/install-deps scripts/install-deps
+RUN scripts/install-deps --build-only && rm -rf /var/lib/apt/lists/*
+COPY . .
+# The same build developers and scripts/test run, without the tests.
+RUN FCC_BUILD_DIR=/build FCC_BUILD_TESTS=OFF FCC_BUILD_TYPE=Release \
+    scripts/build --prefix /out
+
+FROM debian:bookworm-slim AS runtime
+# Only the shared libraries the two binaries link (no compilers, no -dev).
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      libgrpc++1.51 libgrpc29 libprotobuf32 libzmq5 libssl3 libcurl4 \
+      libabsl20220623 libspdlog1.10 libfmt9 libyaml-cpp0.7 libcpp-httplib0.11 \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/bin/flux-curve-csi /out/bin/minicluster-controller /usr/local/bin/
+# Non-root by default (the controller); the DaemonSet sets runAsUser: 0 for
+# the driver, which needs root to mount.
+USER 65532:65532
+CMD ["flux-curve-csi", "--help"]
