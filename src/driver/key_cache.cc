@@ -1,5 +1,7 @@
 #include "driver/key_cache.h"
 
+#include <spdlog/spdlog.h>
+
 #include "curve/cert.h"
 
 namespace fcc::driver {
@@ -30,6 +32,10 @@ KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
   // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
   auto cert = std::make_shared<const MiniClusterCert>(
       MakeMiniClusterCert(master_key_, id));
+  // Once per MiniCluster per node: operators (and driver_bench) count these
+  // to see the cache work. The public key is not secret.
+  spdlog::info("derived the key of MiniCluster {} (public-key {})",
+               id.QualifiedName(), cert->public_z85);
   std::lock_guard lock(mu_);
   ++misses_;
   const auto [vol, inserted] = by_volume_.try_emplace(volume_id, key);
