@@ -1,0 +1,617 @@
+// driver_bench: publish/unpublish throughput and latency of the real driver
+// over its unix socket, against a floor measured in the same run (the same
+// mount/write/chown/remount/umount syscalls in a plain loop, no gRPC), plus
+// the driver's memory and its key cache hit rate.
+//
+// The machine this runs on is shared and noisy, so every figure that matters
+// is a ratio against the floor measured minutes apart in the same process.
+// It prints numbers; it is not a pass/fail test on time.
+#include <absl/synchronization/mutex.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "csi_client.h"
+#include "driver_process.h"
+#include "mount_env.h"
+
+namespace {
+
+using fcc::testing::CsiClient;
+using fcc::testing::DriverProcess;
+using fcc::testing::KubeletPod;
+using Clock = std::chrono::steady_clock;
+
+// ctest treats this exit code as "skipped" (SKIP_RETURN_CODE).
+constexpr int kExitSkip = 77;
+
+struct Args {
+  std::vector<int> concurrency = {1, 8, 64};
+  std::vector<int> volumes = {2000, 3000, 3000};  // per concurrency level
+  int pods_per_minicluster = 8;
+  int memory_volumes = 1000;
+  int warmup = 64;
+  std::string csv;
+  std::string log_level = "info";  // what the DaemonSet runs with
+  std::string owner = "1000:1000";
+  // The driver binary; a wrapper script (e.g. valgrind) works too.
+  std::string driver =
+      FCC_DRIVER_BINARY;  // Flux brokers run as a non-root user
+};
+
+// The tmpfs the driver mounts per volume (mirrors Publisher::TmpfsOptions
+// and LinuxHostFs::MountTmpfs: keep them in step so the floor stays fair).
+constexpr char kMountSource[] = "curve.minicluster.dev";
+constexpr unsigned long kTmpfsFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+constexpr uid_t kOwnerUid = 1000;
+constexpr gid_t kOwnerGid = 1000;
+const std::string kTmpfsOptions =
+    "size=16384,nr_inodes=8,mode=0500,uid=1000,gid=1000";
+
+// One operation's latencies and the wall time of the phase that ran them.
+struct Phase {
+  std::vector<double> latency_us;
+  double wall_s = 0;
+  int errors = 0;
+  std::string first_error;
+
+  double PerSecond() const { return latency_us.size() / wall_s; }
+  double Mean() const {
+    return std::accumulate(latency_us.begin(), latency_us.end(), 0.0) /
+           latency_us.size();
+  }
+  double Quantile(double q) const {
+    std::vector<double> sorted = latency_us;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t i = std::min(sorted.size() - 1,
+                              static_cast<size_t>(q * (sorted.size() - 1)));
+    return sorted[i];
+  }
+  double Max() const {
+    return *std::max_element(latency_us.begin(), latency_us.end());
+  }
+};
+
+struct LevelResult {
+  std::string impl;  // "driver" or "floor"
+  int concurrency = 0;
+  Phase publish;
+  Phase unpublish;
+  // CPU seconds over both phases: the driver process's, and this process's
+  // (the floor's syscalls, or the gRPC client standing in for kubelet).
+  double driver_cpu_s = 0;
+  double self_cpu_s = 0;
+  // Publish+unpublish pairs per second over both phases.
+  double PairsPerSecond() const {
+    return publish.latency_us.size() / (publish.wall_s + unpublish.wall_s);
+  }
+};
+
+// Runs op(i) for i in [0, n) on `threads` threads, each call timed.
+// op returns "" on success, otherwise the error.
+Phase RunPhase(int n, int threads, const std::function<std::string(int)>& op) {
+  Phase phase;
+  phase.latency_us.assign(n, 0);
+  std::atomic<int> next{0};
+  std::atomic<int> errors{0};
+  std::mutex error_mu;
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) {
+        const auto t0 = Clock::now();
+        std::string error = op(i);
+        const auto t1 = Clock::now();
+        phase.latency_us[i] =
+            std::chrono::duration<double, std::micro>(t1 - t0).count();
+        if (!error.empty()) {
+          std::lock_guard lock(error_mu);
+          if (errors++ == 0) phase.first_error = std::move(error);
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  phase.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  phase.errors = errors;
+  return phase;
+}
+
+std::string Errno(const char* what, const std::string& path) {
+  return std::string(what) + " " + path + ": " + std::strerror(errno);
+}
+
+// The floor: what publishing costs the kernel, with nothing around it.
+std::string FloorPublish(const std::string& target, const std::string& cert) {
+  if (mkdir(target.c_str(), 0750) != 0) return Errno("mkdir", target);
+  if (mount(kMountSource, target.c_str(), "tmpfs", kTmpfsFlags,
+            kTmpfsOptions.c_str()) != 0) {
+    return Errno("mount", target);
+  }
+  const std::string file = target + "/curve.cert";
+  const int fd = open(file.c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0) return Errno("open", file);
+  const bool ok = write(fd, cert.data(), cert.size()) ==
+                      static_cast<ssize_t>(cert.size()) &&
+                  fchown(fd, kOwnerUid, kOwnerGid) == 0 &&
+                  fchmod(fd, 0400) == 0;
+  close(fd);
+  if (!ok) return Errno("write/fchown/fchmod", file);
+  if (mount(kMountSource, target.c_str(), "tmpfs",
+            MS_REMOUNT | MS_RDONLY | kTmpfsFlags, kTmpfsOptions.c_str()) != 0) {
+    return Errno("remount", target);
+  }
+  return "";
+}
+
+std::string FloorUnpublish(const std::string& target) {
+  if (umount2(target.c_str(), UMOUNT_NOFOLLOW) != 0) {
+    return Errno("umount", target);
+  }
+  if (rmdir(target.c_str()) != 0) return Errno("rmdir", target);
+  return "";
+}
+
+// `count` kubelet pods, their target parents made (as kubelet does), grouped
+// pods_per_minicluster to a MiniCluster; `tag` keeps every batch distinct so
+// each starts with a cold key cache.
+struct Batch {
+  std::vector<csi::v1::NodePublishVolumeRequest> requests;
+  std::vector<std::string> targets;
+};
+
+Batch MakeBatch(const std::string& pods_dir, const std::string& tag, int count,
+                const Args& args) {
+  Batch batch;
+  for (int i = 0; i < count; ++i) {
+    KubeletPod pod;
+    pod.pods_dir = pods_dir;
+    pod.namespace_name = "bench";
+    pod.name = "flux-" + std::to_string(i);
+    char uid[64];
+    std::snprintf(uid, sizeof(uid), "%s-%08d-0000-4000-8000-000000000000",
+                  tag.c_str(), i);
+    pod.uid = uid;
+    fcc::testing::KubeletPrepareParent(pod);
+    batch.requests.push_back(fcc::testing::KubeletPublishRequest(
+        pod, {{"minicluster",
+               tag + "-mc-" + std::to_string(i / args.pods_per_minicluster)},
+              {"generation", "6f1c2d3e-" + tag},
+              {"owner", args.owner}}));
+    batch.targets.push_back(fcc::testing::KubeletTargetPath(pod));
+  }
+  return batch;
+}
+
+std::string StatusError(const grpc::Status& status) {
+  if (status.ok()) return "";
+  return "code " + std::to_string(status.error_code()) + ": " +
+         status.error_message();
+}
+
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Fields after "(comm)": state is field 3, utime 14, stime 15.
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);
+  }
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+double SelfCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& tv) {
+    return tv.tv_sec + tv.tv_usec / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+LevelResult RunDriver(CsiClient& client, pid_t driver_pid, const Batch& batch,
+                      int threads) {
+  LevelResult r;
+  r.impl = "driver";
+  r.concurrency = threads;
+  const int n = static_cast<int>(batch.requests.size());
+  const double driver_cpu = ProcessCpuSeconds(driver_pid);
+  const double self_cpu = SelfCpuSeconds();
+  r.publish = RunPhase(n, threads, [&](int i) {
+    return StatusError(client.Publish(batch.requests[i]));
+  });
+  r.unpublish = RunPhase(n, threads, [&](int i) {
+    return StatusError(
+        client.Unpublish(batch.requests[i].volume_id(), batch.targets[i]));
+  });
+  r.driver_cpu_s = ProcessCpuSeconds(driver_pid) - driver_cpu;
+  r.self_cpu_s = SelfCpuSeconds() - self_cpu;
+  return r;
+}
+
+// The gRPC round trip alone: an RPC the driver answers without any work.
+Phase RunNoop(CsiClient& client, int n, int threads) {
+  return RunPhase(n, threads, [&](int) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    csi::v1::NodeGetCapabilitiesRequest request;
+    csi::v1::NodeGetCapabilitiesResponse response;
+    return StatusError(
+        client.node().NodeGetCapabilities(&context, request, &response));
+  });
+}
+
+LevelResult RunFloor(const Batch& batch, int threads, const std::string& cert) {
+  LevelResult r;
+  r.impl = "floor";
+  r.concurrency = threads;
+  const int n = static_cast<int>(batch.targets.size());
+  const double self_cpu = SelfCpuSeconds();
+  r.publish = RunPhase(
+      n, threads, [&](int i) { return FloorPublish(batch.targets[i], cert); });
+  r.unpublish = RunPhase(
+      n, threads, [&](int i) { return FloorUnpublish(batch.targets[i]); });
+  r.self_cpu_s = SelfCpuSeconds() - self_cpu;
+  return r;
+}
+
+struct Memory {
+  long rss_kib = -1;
+  long hwm_kib = -1;
+  long anon_kib = -1;  // heap and stacks: what the driver itself holds
+  long file_kib = -1;  // mapped library pages (shared with other processes)
+  int threads = -1;
+};
+
+Memory ReadMemory(pid_t pid) {
+  Memory m;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    long value = 0;
+    fields >> key >> value;
+    if (key == "VmRSS:") m.rss_kib = value;
+    if (key == "VmHWM:") m.hwm_kib = value;
+    if (key == "RssAnon:") m.anon_kib = value;
+    if (key == "RssFile:") m.file_kib = value;
+    if (key == "Threads:") m.threads = static_cast<int>(value);
+  }
+  return m;
+}
+
+// The driver's key cache counters: its Prometheus metrics when it serves
+// them, else the derivations its log reports.
+struct CacheCounts {
+  long hits = -1;
+  long misses = -1;
+  std::string source;
+};
+
+long CountMatches(const std::string& text, const std::regex& re) {
+  return std::distance(std::sregex_iterator(text.begin(), text.end(), re),
+                       std::sregex_iterator());
+}
+
+CacheCounts KeyCacheFromLog(const std::string& log, long publishes) {
+  CacheCounts c;
+  static const std::regex kDerived("derived the key of MiniCluster");
+  c.misses = CountMatches(log, kDerived);
+  c.hits = publishes - c.misses;
+  c.source = "driver log (derivations)";
+  return c;
+}
+
+void PrintPhaseRow(const std::string& impl, int concurrency, const char* op,
+                   const Phase& p) {
+  std::printf("%-7s %4d  %-10s %9zu %10.0f %9.0f %9.0f %9.0f %9.0f %6d\n",
+              impl.c_str(), concurrency, op, p.latency_us.size(), p.PerSecond(),
+              p.Mean(), p.Quantile(0.5), p.Quantile(0.99), p.Max(), p.errors);
+}
+
+std::vector<int> ParseInts(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stoi(item));
+  return out;
+}
+
+int Usage() {
+  std::fprintf(
+      stderr,
+      "usage: driver_bench [--csv FILE] [--concurrency 1,8,64]\n"
+      "                    [--volumes 2000,3000,3000] [--memory-volumes 1000]\n"
+      "                    [--pods-per-minicluster 8] [--warmup 64]\n"
+      "                    [--log-level info] [--driver BINARY]\n"
+      "Runs as root inside `unshare -m --propagation private` only.\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h" || i + 1 >= argc) return Usage();
+    const std::string value = argv[++i];
+    if (flag == "--csv") {
+      args.csv = value;
+    } else if (flag == "--concurrency") {
+      args.concurrency = ParseInts(value);
+    } else if (flag == "--volumes") {
+      args.volumes = ParseInts(value);
+    } else if (flag == "--memory-volumes") {
+      args.memory_volumes = std::stoi(value);
+    } else if (flag == "--pods-per-minicluster") {
+      args.pods_per_minicluster = std::max(1, std::stoi(value));
+    } else if (flag == "--warmup") {
+      args.warmup = std::stoi(value);
+    } else if (flag == "--driver") {
+      args.driver = value;
+    } else if (flag == "--log-level") {
+      args.log_level = value;
+    } else {
+      return Usage();
+    }
+  }
+  if (args.volumes.size() != args.concurrency.size()) {
+    std::fprintf(stderr, "--volumes needs one count per --concurrency level\n");
+    return 2;
+  }
+
+  // Debian builds abseil without NDEBUG, so every absl::Mutex inside gRPC
+  // runs deadlock detection: a global lock and a graph update per lock. The
+  // client stands in for kubelet (Go, no absl) and shares the two cores with
+  // the driver, so keep its cost down.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  // Mounting outside a private namespace would litter the host's table.
+  if (const std::string problem = fcc::testing::MountEnvProblem();
+      !problem.empty()) {
+    std::fprintf(stderr, "driver_bench: %s\n", problem.c_str());
+    return getenv("FCC_REQUIRE_MOUNT_TESTS") ? 1 : kExitSkip;
+  }
+
+  fcc::testing::ScratchRoot root;  // tmpfs: keys never reach a disk
+  DriverProcess::Options options;
+  options.binary = args.driver;
+  options.socket_path = root.socket_path("bench");
+  options.node_id = "bench";
+  options.master_key_file =
+      root.WriteMasterKey("master.key", std::string(64, 'b'));
+  options.log_path = root.log_path("bench");
+  options.log_level = args.log_level;
+  DriverProcess driver(options);
+  if (!driver.Start(std::chrono::seconds(60))) {
+    std::fprintf(stderr, "driver did not start:\n%s\n",
+                 fcc::testing::ReadFileOrEmpty(options.log_path).c_str());
+    return 1;
+  }
+  // Idle: started and answered Probe, nothing published yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const Memory idle = ReadMemory(driver.pid());
+  CsiClient client(options.socket_path);
+
+  std::printf("driver_bench: %u CPUs, load average ",
+              std::thread::hardware_concurrency());
+  {
+    std::ifstream load("/proc/loadavg");
+    std::string one, five, fifteen;
+    load >> one >> five >> fifteen;
+    std::printf("%s %s %s at start; driver log level %s\n", one.c_str(),
+                five.c_str(), fifteen.c_str(), args.log_level.c_str());
+  }
+
+  // Warm-up: connection, server threads, page cache. Also gives the floor
+  // the exact bytes the driver writes.
+  long publishes = 0;
+  std::string cert;
+  {
+    Batch warm =
+        MakeBatch(root.pods_dir(), "warm", std::max(1, args.warmup), args);
+    LevelResult r = RunDriver(client, driver.pid(), warm, 8);
+    publishes += static_cast<long>(warm.requests.size());
+    if (r.publish.errors || r.unpublish.errors) {
+      std::fprintf(stderr, "warm-up failed: %s%s\n",
+                   r.publish.first_error.c_str(),
+                   r.unpublish.first_error.c_str());
+      return 1;
+    }
+    if (!client.Publish(warm.requests[0]).ok()) return 1;
+    ++publishes;
+    cert = fcc::testing::ReadFileOrEmpty(warm.targets[0] + "/curve.cert");
+    client.Unpublish(warm.requests[0].volume_id(), warm.targets[0]);
+    if (cert.empty()) {
+      std::fprintf(stderr, "could not read the published cert\n");
+      return 1;
+    }
+  }
+
+  // Floor and driver alternate per level so both see the same noise.
+  std::vector<LevelResult> results;
+  std::map<int, Phase> noop_at;
+  for (size_t l = 0; l < args.concurrency.size(); ++l) {
+    const int c = args.concurrency[l];
+    const int n = args.volumes[l];
+    const std::string tag = "c" + std::to_string(c);
+    Batch floor_batch = MakeBatch(root.pods_dir(), "f" + tag, n, args);
+    results.push_back(RunFloor(floor_batch, c, cert));
+    Batch driver_batch = MakeBatch(root.pods_dir(), "d" + tag, n, args);
+    results.push_back(RunDriver(client, driver.pid(), driver_batch, c));
+    noop_at[c] = RunNoop(client, n, c);
+    publishes += n;
+    std::filesystem::remove_all(root.pods_dir());
+    std::filesystem::create_directories(root.pods_dir());
+  }
+  const Memory after_levels = ReadMemory(driver.pid());
+
+  // Memory with volumes published (held, then released).
+  Memory loaded;
+  double load_errors = 0;
+  {
+    Batch batch = MakeBatch(root.pods_dir(), "mem", args.memory_volumes, args);
+    const int n = args.memory_volumes;
+    Phase pub = RunPhase(n, 8, [&](int i) {
+      return StatusError(client.Publish(batch.requests[i]));
+    });
+    publishes += n;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    loaded = ReadMemory(driver.pid());
+    Phase unpub = RunPhase(n, 8, [&](int i) {
+      return StatusError(
+          client.Unpublish(batch.requests[i].volume_id(), batch.targets[i]));
+    });
+    load_errors = pub.errors + unpub.errors;
+  }
+  const Memory end = ReadMemory(driver.pid());
+
+  if (driver.Terminate() != 0) {
+    std::fprintf(stderr, "the driver did not stop cleanly\n");
+  }
+  const std::string log = fcc::testing::ReadFileOrEmpty(options.log_path);
+  const CacheCounts cache = KeyCacheFromLog(log, publishes);
+
+  // ---- report ----
+  std::printf("\n%-7s %4s  %-10s %9s %10s %9s %9s %9s %9s %6s\n", "impl", "c",
+              "op", "n", "ops/s", "mean_us", "p50_us", "p99_us", "max_us",
+              "errors");
+  int errors = 0;
+  for (const auto& r : results) {
+    PrintPhaseRow(r.impl, r.concurrency, "publish", r.publish);
+    PrintPhaseRow(r.impl, r.concurrency, "unpublish", r.unpublish);
+    if (r.impl == "driver") {
+      PrintPhaseRow("grpc", r.concurrency, "noop", noop_at[r.concurrency]);
+    }
+    errors += r.publish.errors + r.unpublish.errors;
+    if (r.publish.errors) {
+      std::fprintf(stderr, "%s c=%d publish: %s\n", r.impl.c_str(),
+                   r.concurrency, r.publish.first_error.c_str());
+    }
+    if (r.unpublish.errors) {
+      std::fprintf(stderr, "%s c=%d unpublish: %s\n", r.impl.c_str(),
+                   r.concurrency, r.unpublish.first_error.c_str());
+    }
+  }
+
+  std::printf("\n%4s %14s %14s %8s   %s\n", "c", "driver pairs/s",
+              "floor pairs/s", "ratio",
+              "CPU us per pair: driver, its client, floor");
+  std::map<int, const LevelResult*> driver_at, floor_at;
+  for (const auto& r : results) {
+    (r.impl == "driver" ? driver_at : floor_at)[r.concurrency] = &r;
+  }
+  for (const auto& [c, d] : driver_at) {
+    const LevelResult* f = floor_at[c];
+    const double pairs = d->publish.latency_us.size();
+    std::printf("%4d %14.0f %14.0f %8.2f   %6.0f %6.0f %6.0f\n", c,
+                d->PairsPerSecond(), f->PairsPerSecond(),
+                d->PairsPerSecond() / f->PairsPerSecond(),
+                d->driver_cpu_s / pairs * 1e6, d->self_cpu_s / pairs * 1e6,
+                f->self_cpu_s / f->publish.latency_us.size() * 1e6);
+  }
+
+  std::printf("\nTargets (ratios against the floor of this run):\n");
+  auto verdict = [](bool ok) { return ok ? "ok" : "MISSED"; };
+  if (driver_at.count(8) && floor_at.count(8)) {
+    const double ratio =
+        driver_at[8]->PairsPerSecond() / floor_at[8]->PairsPerSecond();
+    std::printf(
+        "  publish+unpublish throughput c=8, driver/floor  %6.2f  (>= 0.6) "
+        "%s\n",
+        ratio, verdict(ratio >= 0.6));
+  }
+  if (driver_at.count(1) && floor_at.count(1)) {
+    const double floor_op = floor_at[1]->publish.Mean();
+    const double ratio = driver_at[1]->publish.Quantile(0.99) / floor_op;
+    std::printf(
+        "  p99 publish c=1 / floor publish time (%.0f us)  %6.2f  (<= 3)   "
+        "%s\n",
+        floor_op, ratio, verdict(ratio <= 3));
+  }
+  if (driver_at.count(64)) {
+    const Phase& p = driver_at[64]->publish;
+    const Phase& u = driver_at[64]->unpublish;
+    const double rp = p.Quantile(0.99) / p.Mean();
+    const double ru = u.Quantile(0.99) / u.Mean();
+    std::printf(
+        "  p99/mean c=64 publish                         %6.2f  (<= 3)   %s\n",
+        rp, verdict(rp <= 3));
+    std::printf(
+        "  p99/mean c=64 unpublish                       %6.2f  (<= 3)   %s\n",
+        ru, verdict(ru <= 3));
+  }
+
+  const auto mib = [](long kib) { return kib / 1024.0; };
+  const auto print_memory = [&](const std::string& when, const Memory& m,
+                                const std::string& target) {
+    std::printf(
+        "  %-26s VmRSS %5.1f  VmHWM %5.1f  (anon %5.1f, file %5.1f)  "
+        "threads %2d  %s\n",
+        when.c_str(), mib(m.rss_kib), mib(m.hwm_kib), mib(m.anon_kib),
+        mib(m.file_kib), m.threads, target.c_str());
+  };
+  std::printf("\nDriver memory, MiB (/proc/<pid>/status):\n");
+  print_memory(
+      "idle after start", idle,
+      std::string("target <= 16: ") + verdict(mib(idle.rss_kib) <= 16));
+  print_memory(
+      std::to_string(args.memory_volumes) + " volumes published", loaded,
+      std::string("target <= 24: ") + verdict(mib(loaded.rss_kib) <= 24));
+  print_memory("after the c-levels", after_levels, "");
+  print_memory("at the end (all released)", end, "");
+
+  std::printf("\nKey cache (%d pods per MiniCluster, from the %s):\n",
+              args.pods_per_minicluster, cache.source.c_str());
+  const double expected = 1.0 - 1.0 / args.pods_per_minicluster;
+  std::printf(
+      "  %ld publishes, %ld derivations, hit rate %.3f (expected "
+      "%.3f)\n",
+      publishes, cache.misses, publishes ? double(cache.hits) / publishes : 0.0,
+      expected);
+
+  if (!args.csv.empty()) {
+    std::ofstream csv(args.csv);
+    csv << "impl,concurrency,op,latency_us\n";
+    for (const auto& [c, p] : noop_at) {
+      for (double v : p.latency_us)
+        csv << "grpc," << c << ",noop," << v << '\n';
+    }
+    for (const auto& r : results) {
+      for (double v : r.publish.latency_us) {
+        csv << r.impl << ',' << r.concurrency << ",publish," << v << '\n';
+      }
+      for (double v : r.unpublish.latency_us) {
+        csv << r.impl << ',' << r.concurrency << ",unpublish," << v << '\n';
+      }
+    }
+    std::printf("\nwrote %s\n", args.csv.c_str());
+  }
+  return errors == 0 && load_errors == 0 ? 0 : 1;
+}
