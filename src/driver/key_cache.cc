@@ -20,33 +20,51 @@ KeyCache::KeyCache(curve::Secret master_key)
 KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
                                   const curve::MiniClusterId& id) {
   const std::string key = curve::DerivationInfo(id);
+  std::promise<CertPtr> derived;
+  std::shared_future<CertPtr> cert;
+  bool inserted = false;
+  bool derive = false;
   {
     std::lock_guard lock(mu_);
-    if (auto it = by_minicluster_.find(key); it != by_minicluster_.end()) {
+    auto [it, created] = by_minicluster_.try_emplace(key);
+    if (created) {
+      // Single flight: concurrent first publishes of one MiniCluster (a
+      // Job's pods landing together) wait for one derivation, not one each.
+      it->second.cert = derived.get_future().share();
+      it->second.deriver = &derived;
+      derive = true;
+      ++misses_;
+    } else {
       ++hits_;
-      const auto [vol, inserted] = by_volume_.emplace(volume_id, key);
-      if (inserted) ++it->second.volumes;
-      return {it->second.cert, inserted};
+    }
+    inserted = by_volume_.emplace(volume_id, key).second;
+    if (inserted) ++it->second.volumes;
+    cert = it->second.cert;
+  }
+  if (derive) {
+    // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
+    try {
+      auto made = std::make_shared<const MiniClusterCert>(
+          MakeMiniClusterCert(master_key_, id));
+      // Once per MiniCluster per node: operators (and driver_bench) count
+      // these to see the cache work. The public key is not secret.
+      spdlog::info("derived the key of MiniCluster {} (public-key {})",
+                   id.QualifiedName(), made->public_z85);
+      derived.set_value(std::move(made));
+    } catch (...) {
+      // Waiters see the same failure; the next publish derives afresh.
+      derived.set_exception(std::current_exception());
+      std::lock_guard lock(mu_);
+      if (auto it = by_minicluster_.find(key);
+          it != by_minicluster_.end() && it->second.deriver == &derived) {
+        for (auto vol = by_volume_.begin(); vol != by_volume_.end();) {
+          vol = vol->second == key ? by_volume_.erase(vol) : std::next(vol);
+        }
+        by_minicluster_.erase(it);
+      }
     }
   }
-  // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
-  auto cert = std::make_shared<const MiniClusterCert>(
-      MakeMiniClusterCert(master_key_, id));
-  // Once per MiniCluster per node: operators (and driver_bench) count these
-  // to see the cache work. The public key is not secret.
-  spdlog::info("derived the key of MiniCluster {} (public-key {})",
-               id.QualifiedName(), cert->public_z85);
-  std::lock_guard lock(mu_);
-  ++misses_;
-  const auto [vol, inserted] = by_volume_.try_emplace(volume_id, key);
-  if (!inserted && vol->second != key) {
-    // The volume already uses another MiniCluster's cert (the publish will
-    // be refused as ALREADY_EXISTS): do not keep an entry no volume counts.
-    return {std::move(cert), false};
-  }
-  auto [it, created] = by_minicluster_.try_emplace(key, Entry{cert, 0});
-  if (inserted) ++it->second.volumes;
-  return {it->second.cert, inserted};
+  return {cert.get(), inserted};  // rethrows a failed derivation
 }
 
 void KeyCache::Release(const std::string& volume_id) {

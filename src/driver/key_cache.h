@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,7 +38,8 @@ class KeyCache {
   };
 
   // The cert for `id`, recording that `volume_id` uses it. Derives on the
-  // first use per MiniCluster; later calls are cache hits.
+  // first use per MiniCluster; later calls are cache hits, including calls
+  // that arrive while that first derivation runs (they wait for it).
   Lease Acquire(const std::string& volume_id, const curve::MiniClusterId& id);
   // Ends `volume_id`'s use; a cert no volume uses is dropped (and wiped).
   // Unknown volume IDs (e.g. mounted before a restart) are ignored.
@@ -52,8 +54,11 @@ class KeyCache {
   Stats GetStats() const;
 
  private:
+  using CertPtr = std::shared_ptr<const MiniClusterCert>;
   struct Entry {
-    std::shared_ptr<const MiniClusterCert> cert;
+    // Ready once the first caller's derivation is done.
+    std::shared_future<CertPtr> cert;
+    const void* deriver = nullptr;  // who fulfils `cert` (identity only)
     size_t volumes = 0;
   };
   const curve::Secret master_key_;
