@@ -20,6 +20,7 @@ RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libzmq5 libssl3 libcurl4 \
       libabsl20220623 libspdlog1.10 libfmt9 libyaml-cpp0.7 libcpp-httplib0.11 \
+      libprometheus-cpp-core1.0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/flux-curve-csi /out/bin/minicluster-controller /usr/local/bin/
 # Non-root by default (the controller); the DaemonSet sets runAsUser: 0 for

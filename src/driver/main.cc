@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   driver::ServeOptions serve;
   serve.endpoint = "unix:///csi/csi.sock";
   serve.master_key_file = "/etc/flux-curve-csi/master.key";
+  serve.metrics_address = "0.0.0.0:9810";
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve CSI Identity and Node on a unix socket (the DaemonSet)");
   serve_cmd
@@ -119,6 +120,12 @@ int main(int argc, char** argv) {
       ->add_option("--master-key-file", serve.master_key_file,
                    "Cluster-wide master key (>= 32 bytes, mode 0400/0600)")
       ->envname("MASTER_KEY_FILE")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--metrics-address", serve.metrics_address,
+                   "host:port serving Prometheus /metrics and /healthz; "
+                   "empty disables")
+      ->envname("METRICS_ADDRESS")
       ->capture_default_str();
   serve_cmd
       ->add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,

@@ -28,8 +28,9 @@ void LogOutcome(std::string_view rpc, std::string_view volume_id,
 
 }  // namespace
 
-NodeService::NodeService(std::string node_id, Publisher& publisher)
-    : node_id_(std::move(node_id)), publisher_(publisher) {}
+NodeService::NodeService(std::string node_id, Publisher& publisher,
+                         Metrics* metrics)
+    : node_id_(std::move(node_id)), publisher_(publisher), metrics_(metrics) {}
 
 grpc::Status NodeService::NodePublishVolume(
     grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* request,
@@ -40,6 +41,10 @@ grpc::Status NodeService::NodePublishVolume(
       spec ? publisher_.Publish(*spec) : spec.error().ToStatus();
   LogOutcome("NodePublishVolume", spec ? spec->volume_id : "(invalid)", status,
              start);
+  if (metrics_) {
+    metrics_->ObservePublish(status.error_code(),
+                             std::chrono::steady_clock::now() - start);
+  }
   return status;
 }
 
@@ -52,6 +57,10 @@ grpc::Status NodeService::NodeUnpublishVolume(
       spec ? publisher_.Unpublish(*spec) : spec.error().ToStatus();
   LogOutcome("NodeUnpublishVolume", spec ? spec->volume_id : "(invalid)",
              status, start);
+  if (metrics_) {
+    metrics_->ObserveUnpublish(status.error_code(),
+                               std::chrono::steady_clock::now() - start);
+  }
   return status;
 }
 

@@ -5,13 +5,16 @@
 #include <string>
 
 #include "csi.grpc.pb.h"
+#include "driver/metrics.h"
 #include "driver/publisher.h"
 
 namespace fcc::driver {
 
 class NodeService final : public csi::v1::Node::Service {
  public:
-  NodeService(std::string node_id, Publisher& publisher);
+  // `metrics` (optional) counts and times publish and unpublish.
+  NodeService(std::string node_id, Publisher& publisher,
+              Metrics* metrics = nullptr);
 
   grpc::Status NodePublishVolume(
       grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* request,
@@ -30,6 +33,7 @@ class NodeService final : public csi::v1::Node::Service {
  private:
   const std::string node_id_;
   Publisher& publisher_;
+  Metrics* const metrics_;
 };
 
 }  // namespace fcc::driver

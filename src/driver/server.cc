@@ -12,9 +12,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include "driver/http_server.h"
 #include "driver/identity_service.h"
 #include "driver/key_cache.h"
 #include "driver/master_key.h"
+#include "driver/metrics.h"
 #include "driver/node_service.h"
 #include "driver/unique_fd.h"
 
@@ -128,7 +130,23 @@ int Serve(const ServeOptions& options) {
   LinuxHostFs host_fs;
   Publisher publisher(host_fs, keys, options.publisher);
   IdentityService identity;
-  NodeService node(options.node_id, publisher);
+  Metrics metrics(&keys);
+  NodeService node(options.node_id, publisher, &metrics);
+  // /healthz is 200 only while the CSI socket is being served.
+  std::atomic<bool> serving{false};
+  std::unique_ptr<HttpServer> http;
+  if (!options.metrics_address.empty()) {
+    // Mounts matter more than metrics: a taken port is logged, not fatal
+    // (the scrape target going down is what alerts).
+    auto started = HttpServer::Start(options.metrics_address, metrics, serving);
+    if (started) {
+      http = std::move(*started);
+      spdlog::info("metrics and /healthz on {} (port {})",
+                   options.metrics_address, http->port());
+    } else {
+      spdlog::error("serving without metrics: {}", started.error());
+    }
+  }
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + *socket_path,
@@ -144,6 +162,7 @@ int Serve(const ServeOptions& options) {
     return 1;
   }
   chmod(socket_path->c_str(), 0600);
+  serving = true;
   spdlog::info("{} {} serving on {} for node {}", kDriverName, FCC_VERSION,
                *socket_path, options.node_id);
 
@@ -151,6 +170,7 @@ int Serve(const ServeOptions& options) {
   sigwait(&stop_signals, &signal_number);
   spdlog::info("received {}; finishing in-flight calls",
                strsignal(signal_number));
+  serving = false;
   // In-flight publishes finish (each is seconds at worst); new calls are
   // refused. kubelet retries whatever was refused.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));

@@ -12,6 +12,7 @@ struct ServeOptions {
   std::string endpoint;  // unix:///path/csi.sock
   std::string node_id;
   std::string master_key_file;
+  std::string metrics_address;  // host:port for /metrics, /healthz; "" = off
   PublisherOptions publisher;
 };
 

@@ -291,6 +291,9 @@ MUTATIONS = {
         "runAsUser"),
     "propagation": lambda o: m.mount_for(_driver(o), PODS_DIR)[0].update(
         mountPropagation="HostToContainer"),
+    "metrics port": lambda o: [p.update(containerPort=9811)
+                               for p in _driver(o)["ports"]
+                               if p["name"] == "metrics"],
     "key mode": lambda o: m.volume(
         m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
         "master-key")["secret"].update(defaultMode=0o440, items=None),

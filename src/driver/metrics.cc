@@ -1,0 +1,131 @@
+#include "driver/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+namespace fcc::driver {
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+
+// Publish is a tmpfs mount plus a file write: sub-millisecond to tens of
+// milliseconds; slower means a struggling node.
+const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+
+constexpr std::array<std::string_view, 17> kCodeNames = {"OK",
+                                                         "CANCELLED",
+                                                         "UNKNOWN",
+                                                         "INVALID_ARGUMENT",
+                                                         "DEADLINE_EXCEEDED",
+                                                         "NOT_FOUND",
+                                                         "ALREADY_EXISTS",
+                                                         "PERMISSION_DENIED",
+                                                         "RESOURCE_EXHAUSTED",
+                                                         "FAILED_PRECONDITION",
+                                                         "ABORTED",
+                                                         "OUT_OF_RANGE",
+                                                         "UNIMPLEMENTED",
+                                                         "INTERNAL",
+                                                         "UNAVAILABLE",
+                                                         "DATA_LOSS",
+                                                         "UNAUTHENTICATED"};
+
+size_t CodeIndex(grpc::StatusCode code) {
+  const auto i = static_cast<size_t>(code);
+  return i < kCodeNames.size() ? i : static_cast<size_t>(grpc::UNKNOWN);
+}
+
+}  // namespace
+
+std::string_view GrpcCodeName(grpc::StatusCode code) {
+  return kCodeNames[CodeIndex(code)];
+}
+
+Metrics::Rpc::Rpc(prometheus::Registry& registry, const std::string& name,
+                  const std::string& help)
+    : totals(prometheus::BuildCounter()
+                 .Name("flux_curve_csi_" + name + "_total")
+                 .Help(help + " calls by result and gRPC code")
+                 .Register(registry)),
+      latency(prometheus::BuildHistogram()
+                  .Name("flux_curve_csi_" + name + "_duration_seconds")
+                  .Help(help + " latency, all results")
+                  .Register(registry)
+                  .Add({}, kLatencyBuckets)) {}
+
+void Metrics::Rpc::Observe(grpc::StatusCode code,
+                           std::chrono::steady_clock::duration elapsed) {
+  const size_t i = CodeIndex(code);
+  prometheus::Counter* counter = by_code[i].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    // Add returns the same series for the same labels, so a race is benign.
+    counter = &totals.Add({{"result", i == 0 ? "success" : "error"},
+                           {"code", std::string(kCodeNames[i])}});
+    by_code[i].store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+  latency.Observe(std::chrono::duration_cast<Seconds>(elapsed).count());
+}
+
+Metrics::Metrics(const KeyCache* keys)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      publish_(*registry_, "node_publish", "NodePublishVolume"),
+      unpublish_(*registry_, "node_unpublish", "NodeUnpublishVolume"),
+      keys_(keys),
+      miniclusters_cached_(
+          prometheus::BuildGauge()
+              .Name("flux_curve_csi_miniclusters_cached")
+              .Help("MiniClusters whose cert is held in memory on this node")
+              .Register(*registry_)
+              .Add({})),
+      volumes_cached_(prometheus::BuildGauge()
+                          .Name("flux_curve_csi_volumes_cached")
+                          .Help("Volumes using a cached cert on this node")
+                          .Register(*registry_)
+                          .Add({})),
+      cache_hits_(prometheus::BuildCounter()
+                      .Name("flux_curve_csi_key_cache_hits_total")
+                      .Help("Publishes served from the key cache")
+                      .Register(*registry_)
+                      .Add({})),
+      cache_misses_(prometheus::BuildCounter()
+                        .Name("flux_curve_csi_key_cache_misses_total")
+                        .Help("Key derivations (first volume of a "
+                              "MiniCluster on this node)")
+                        .Register(*registry_)
+                        .Add({})) {}
+
+void Metrics::ObservePublish(grpc::StatusCode code,
+                             std::chrono::steady_clock::duration elapsed) {
+  publish_.Observe(code, elapsed);
+}
+
+void Metrics::ObserveUnpublish(grpc::StatusCode code,
+                               std::chrono::steady_clock::duration elapsed) {
+  unpublish_.Observe(code, elapsed);
+}
+
+void Metrics::RefreshKeyCache() {
+  if (keys_ == nullptr) return;
+  const KeyCache::Stats stats = keys_->GetStats();
+  std::lock_guard lock(refresh_mu_);
+  miniclusters_cached_.Set(static_cast<double>(stats.miniclusters));
+  volumes_cached_.Set(static_cast<double>(stats.volumes));
+  // KeyCache keeps running totals; counters only move forward.
+  if (stats.hits > seen_hits_) {
+    cache_hits_.Increment(static_cast<double>(stats.hits - seen_hits_));
+    seen_hits_ = stats.hits;
+  }
+  if (stats.misses > seen_misses_) {
+    cache_misses_.Increment(static_cast<double>(stats.misses - seen_misses_));
+    seen_misses_ = stats.misses;
+  }
+}
+
+std::string Metrics::Render() {
+  RefreshKeyCache();
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace fcc::driver

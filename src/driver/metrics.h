@@ -1,0 +1,67 @@
+// Prometheus metrics of the node driver. Labels hold only RPC outcomes
+// (gRPC codes); never volume attributes, paths, names or keys.
+#pragma once
+
+#include <grpcpp/support/status.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "driver/key_cache.h"
+
+namespace fcc::driver {
+
+// "OK", "INVALID_ARGUMENT", ...: the names of the CSI spec and grpc-go.
+std::string_view GrpcCodeName(grpc::StatusCode code);
+
+class Metrics {
+ public:
+  // `keys` (may be null) is read at each scrape for the key cache metrics.
+  explicit Metrics(const KeyCache* keys);
+
+  void ObservePublish(grpc::StatusCode code,
+                      std::chrono::steady_clock::duration elapsed);
+  void ObserveUnpublish(grpc::StatusCode code,
+                        std::chrono::steady_clock::duration elapsed);
+
+  // The text exposition format (what GET /metrics returns).
+  std::string Render();
+
+ private:
+  // One RPC's counters by code (created on first use) and its latencies.
+  struct Rpc {
+    Rpc(prometheus::Registry& registry, const std::string& name,
+        const std::string& help);
+    void Observe(grpc::StatusCode code,
+                 std::chrono::steady_clock::duration elapsed);
+    prometheus::Family<prometheus::Counter>& totals;
+    prometheus::Histogram& latency;
+    // Family::Add locks the family; the hot path reads the cached pointer.
+    std::array<std::atomic<prometheus::Counter*>, 17> by_code{};
+  };
+
+  void RefreshKeyCache();
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  Rpc publish_;
+  Rpc unpublish_;
+  const KeyCache* keys_;
+  prometheus::Gauge& miniclusters_cached_;
+  prometheus::Gauge& volumes_cached_;
+  prometheus::Counter& cache_hits_;
+  prometheus::Counter& cache_misses_;
+  std::mutex refresh_mu_;  // scrapes turn KeyCache's totals into increments
+  uint64_t seen_hits_ = 0;
+  uint64_t seen_misses_ = 0;
+};
+
+}  // namespace fcc::driver
