@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Every ```yaml block in docs/*.md must parse, and every use of this
+driver in one must carry what the driver needs: the driver name, readOnly,
+only known attributes with valid values and, for a flux-operator
+MiniCluster, a brokerConfig whose curve_cert is on the CSI mount.
+
+usage: check_docs.py DOCS_DIR
+"""
+
+import glob
+import os
+import re
+import sys
+
+import manifests as m
+
+ATTRIBUTES = {"minicluster", "generation", "owner"}
+DNS1123_SUBDOMAIN = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+OWNER = re.compile(r"^[0-9]{1,10}(:[0-9]{1,10})?$")
+
+
+def yaml_blocks(text):
+    return re.findall(r"^```yaml\n(.*?)^```", text, re.M | re.S)
+
+
+def check_attributes(attrs, where, c, name=None):
+    attrs = attrs or {}
+    unknown = set(attrs) - ATTRIBUTES
+    c.check(not unknown, f"{where}: unknown attributes {sorted(unknown)}")
+    mc = str(attrs.get("minicluster", ""))
+    c.check(DNS1123_SUBDOMAIN.match(mc) or mc.startswith("<"),
+            f"{where}: minicluster {mc!r} is not a DNS-1123 subdomain")
+    if name is not None:
+        c.equal(mc, name, f"{where}: minicluster vs metadata.name")
+    if "owner" in attrs:
+        owner = attrs["owner"]
+        c.check(isinstance(owner, str), f"{where}: owner must be a YAML "
+                "string (quote it), not {owner!r}")
+        c.check(OWNER.match(str(owner)) or str(owner).startswith("<"),
+                f"{where}: owner {owner!r} is not uid or uid:gid")
+
+
+def check_flux_operator(obj, where, c):
+    """flux-framework.org/v1alpha2 MiniCluster."""
+    spec = obj.get("spec", {})
+    name = obj["metadata"]["name"]
+    mounts = []
+    for ct in spec.get("containers", []):
+        for vname, vol in (ct.get("volumes") or {}).items():
+            if vol.get("csiDriver") != m.DRIVER_NAME:
+                continue
+            w = f"{where} volume {vname}"
+            check_attributes(vol.get("csiDriverAttributes"), w, c, name)
+            c.check(vol.get("path", "").startswith("/"), f"{w}: no path")
+            c.equal(vol.get("readOnly"), True, f"{w}: readOnly")
+            mounts.append(vol.get("path", "").rstrip("/"))
+    if not c.check(len(mounts) == 1, f"{where}: expected one "
+                   f"{m.DRIVER_NAME} volume, found {len(mounts)}"):
+        return
+    config = spec.get("flux", {}).get("brokerConfig", "")
+    cert = re.findall(r'^curve_cert\s*=\s*"([^"]*)"', config, re.M)
+    c.equal(cert, [f"{mounts[0]}/curve.cert"],
+            f"{where}: brokerConfig curve_cert")
+    size = spec.get("size", 1)
+    c.check(f'host="{name}-[0-{size - 1}]"' in config.replace(" ", ""),
+            f"{where}: brokerConfig hosts is not {name}-[0-{size - 1}]")
+    ns = obj["metadata"].get("namespace", "default")
+    headless = spec.get("network", {}).get("headlessName", "flux-service")
+    c.check(f"%h.{headless}.{ns}.svc" in config,
+            f"{where}: default_connect is not via {headless}.{ns}")
+
+
+def check_pod_volumes(obj, where, c):
+    spec = m.pod_spec(obj)
+    if not spec:
+        return
+    for v in spec.get("volumes", []):
+        csi = v.get("csi")
+        if not csi or csi.get("driver") != m.DRIVER_NAME:
+            continue
+        w = f"{where} volume {v['name']}"
+        c.equal(csi.get("readOnly"), True, f"{w}: csi.readOnly")
+        check_attributes(csi.get("volumeAttributes"), w, c)
+
+
+def check_text(text, where):
+    c = m.Checker()
+    for i, block in enumerate(yaml_blocks(text)):
+        w = f"{where} yaml block {i + 1}"
+        try:
+            objects = m.load_all(block)
+        except Exception as e:  # a parse error is the finding
+            c.check(False, f"{w}: does not parse: {e}")
+            continue
+        for obj in objects:
+            if not isinstance(obj, dict):
+                continue
+            if obj.get("kind") == "MiniCluster" and str(
+                    obj.get("apiVersion", "")).startswith("flux-framework.org/"):
+                check_flux_operator(obj, w, c)
+            elif obj.get("kind"):
+                check_pod_volumes(obj, w, c)
+            elif obj.get("csi", {}).get("driver") == m.DRIVER_NAME:
+                check_pod_volumes({"kind": "Pod", "spec": {"volumes": [obj]}},
+                                  w, c)
+    return c.errors
+
+
+def main():
+    docs = sys.argv[1]
+    errors, blocks = [], 0
+    for path in sorted(glob.glob(os.path.join(docs, "*.md"))):
+        with open(path) as fh:
+            text = fh.read()
+        blocks += len(yaml_blocks(text))
+        errors += check_text(text, os.path.basename(path))
+    # The flux-operator guide is what this test is for: it must have YAML.
+    with open(os.path.join(docs, "flux-operator.md")) as fh:
+        guide = fh.read()
+    if not any("flux-framework.org/v1alpha2" in b for b in yaml_blocks(guide)):
+        errors.append("flux-operator.md has no v1alpha2 MiniCluster YAML")
+    # Self-test: a broken guide must be caught.
+    for bad, what in [("curve_cert = \"/etc/flux/curve/curve.cert\"",
+                       "curve_cert = \"/mnt/flux/curve.cert\""),
+                      ("minicluster: lammps", "minicluster: lamps"),
+                      ("owner: \"0\"", "owner: flux"),
+                      ("csiDriver: curve.minicluster.dev",
+                       "csiDriver: curve.example.com")]:
+        if bad not in guide:
+            errors.append(f"self-test: {bad!r} not in flux-operator.md")
+        elif not check_text(guide.replace(bad, what), "mutated"):
+            errors.append(f"self-test: replacing {bad!r} went unnoticed")
+    for e in errors:
+        print("FAIL:", e)
+    print(f"docs yaml check: {blocks} block(s), {len(errors)} problem(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
