@@ -49,6 +49,29 @@ def check_images(spec, c):
                 f"container {ct['name']}: image {image!r} is not pinned")
 
 
+PROJECT_IMAGE = "ghcr.io/flux-curve-csi/flux-curve-csi"
+BINARIES = ("flux-curve-csi", "minicluster-controller")
+
+
+def check_other_workloads(objects, c):
+    """Other workloads (the controller) use the same pinned image, name a
+    program it holds and, unlike the driver, run as non-root."""
+    for w in m.find(objects, "Deployment"):
+        spec = m.pod_spec(w)
+        check_images(spec, c)
+        for ct in spec["containers"]:
+            if not ct.get("image", "").startswith(PROJECT_IMAGE + ":"):
+                continue
+            name = f"Deployment {w['metadata']['name']} container {ct['name']}"
+            c.check((ct.get("command") or [""])[0] in BINARIES,
+                    f"{name}: command is not one of {BINARIES}")
+            user = {**spec.get("securityContext", {}),
+                    **ct.get("securityContext", {})}
+            c.check(user.get("runAsNonRoot") is True
+                    or user.get("runAsUser", 0) != 0,
+                    f"{name}: must run as non-root")
+
+
 def check_driver(spec, driver, serve_flags, global_flags, c):
     f = m.flags(driver.get("args", []))
     c.equal(driver.get("command"), ["flux-curve-csi"],
@@ -204,6 +227,7 @@ def check_objects(objects, serve_flags, global_flags):
     c.equal(ds["spec"].get("updateStrategy", {}).get("type"), "RollingUpdate",
             "updateStrategy")
     check_images(spec, c)
+    check_other_workloads(objects, c)
     for ct in spec["containers"]:
         res = ct.get("resources", {})
         c.check("requests" in res and "limits" in res,
