@@ -15,9 +15,8 @@
 namespace fcc::driver {
 namespace {
 
-std::error_code LastError() { return {errno, std::system_category()}; }
-
-constexpr unsigned long kTmpfsFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+std::error_code Errno(int e) { return {e, std::system_category()}; }
+std::error_code LastError() { return Errno(errno); }
 
 }  // namespace
 
@@ -56,39 +55,61 @@ std::error_code LinuxHostFs::Remove(const std::string& path) {
   return LastError();
 }
 
-std::error_code LinuxHostFs::MountTmpfs(const std::string& target,
-                                        const std::string& options) {
-  if (mount(kMountSource, target.c_str(), "tmpfs", kTmpfsFlags,
-            options.c_str()) != 0) {
-    return LastError();
-  }
-  return {};
+namespace {
+
+struct LinuxPendingMount : PendingMount {
+  UniqueFd context;  // fsopen: configures (and later reconfigures) the sb
+  UniqueFd mount;    // fsmount: the detached mount
+};
+
+LinuxPendingMount& Linux(PendingMount& mount) {
+  return static_cast<LinuxPendingMount&>(mount);
 }
 
-std::error_code LinuxHostFs::RemountReadOnly(const std::string& target,
-                                             const std::string& options) {
-  if (mount(kMountSource, target.c_str(), "tmpfs",
-            MS_REMOUNT | MS_RDONLY | kTmpfsFlags, options.c_str()) != 0) {
-    return LastError();
+}  // namespace
+
+std::expected<std::unique_ptr<PendingMount>, std::error_code>
+LinuxHostFs::MakeTmpfs(const std::string& options) {
+  auto pending = std::make_unique<LinuxPendingMount>();
+  pending->context = UniqueFd(fsopen("tmpfs", FSOPEN_CLOEXEC));
+  if (!pending->context) return std::unexpected(LastError());
+  const int ctx = pending->context.get();
+  if (fsconfig(ctx, FSCONFIG_SET_STRING, "source", kMountSource, 0) != 0) {
+    return std::unexpected(LastError());
   }
-  return {};
+  // "key=value,key=value": each a tmpfs parameter.
+  size_t start = 0;
+  while (start < options.size()) {
+    size_t end = options.find(',', start);
+    if (end == std::string::npos) end = options.size();
+    const std::string item = options.substr(start, end - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return std::unexpected(Errno(EINVAL));
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    if (fsconfig(ctx, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0) !=
+        0) {
+      return std::unexpected(LastError());
+    }
+    start = end + 1;
+  }
+  if (fsconfig(ctx, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+    return std::unexpected(LastError());
+  }
+  pending->mount = UniqueFd(
+      fsmount(ctx, FSMOUNT_CLOEXEC,
+              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
+  if (!pending->mount) return std::unexpected(LastError());
+  return pending;
 }
 
-std::error_code LinuxHostFs::Unmount(const std::string& target) {
-  if (umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return {};
-  if (errno == EBUSY &&
-      umount2(target.c_str(), UMOUNT_NOFOLLOW | MNT_DETACH) == 0) {
-    return {};
-  }
-  return LastError();
-}
-
-std::error_code LinuxHostFs::WriteNewFile(const std::string& path,
+std::error_code LinuxHostFs::WriteNewFile(PendingMount& mount,
+                                          const std::string& name,
                                           std::string_view content, mode_t mode,
                                           uid_t uid, gid_t gid) {
-  UniqueFd fd(open(path.c_str(),
-                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                   0));  // no permissions until the owner is right
+  UniqueFd fd(openat(Linux(mount).mount.get(), name.c_str(),
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     0));  // no permissions until the owner is right
   if (!fd) return LastError();
   size_t written = 0;
   while (written < content.size()) {
@@ -104,6 +125,41 @@ std::error_code LinuxHostFs::WriteNewFile(const std::string& path,
     return LastError();
   }
   return {};
+}
+
+std::error_code LinuxHostFs::MakeReadOnly(PendingMount& mount) {
+  LinuxPendingMount& m = Linux(mount);
+  if (fsconfig(m.context.get(), FSCONFIG_SET_FLAG, "ro", nullptr, 0) != 0 ||
+      fsconfig(m.context.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr,
+               0) != 0) {
+    return LastError();
+  }
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (mount_setattr(m.mount.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) !=
+      0) {
+    return LastError();
+  }
+  return {};
+}
+
+std::error_code LinuxHostFs::Attach(PendingMount& mount,
+                                    const std::string& target) {
+  // Without MOVE_MOUNT_T_SYMLINKS a symlink at `target` is not followed.
+  if (move_mount(Linux(mount).mount.get(), "", AT_FDCWD, target.c_str(),
+                 MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    return LastError();
+  }
+  return {};
+}
+
+std::error_code LinuxHostFs::Unmount(const std::string& target) {
+  if (umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return {};
+  if (errno == EBUSY &&
+      umount2(target.c_str(), UMOUNT_NOFOLLOW | MNT_DETACH) == 0) {
+    return {};
+  }
+  return LastError();
 }
 
 std::expected<FileSnapshot, std::error_code> LinuxHostFs::ReadFile(

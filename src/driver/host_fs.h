@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <expected>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -31,6 +32,15 @@ struct FileSnapshot {
   bool regular = false;
 };
 
+// A tmpfs made with the new mount API (fsopen/fsmount) but not yet attached
+// to any path. Publishing fills and seals it first and attaches it last, so
+// a driver killed at any point leaves either nothing at the target or the
+// complete read-only volume, never a half-made one.
+class PendingMount {
+ public:
+  virtual ~PendingMount() = default;
+};
+
 struct FsInfo {
   bool is_tmpfs = false;
   bool read_only = false;
@@ -45,22 +55,27 @@ class HostFs {
   // Removes an empty directory, or a symlink or file (never following it).
   // A missing path is success.
   virtual std::error_code Remove(const std::string& path) = 0;
-  // Mounts a new tmpfs with nosuid,nodev,noexec and the given data options
-  // (size=..,mode=..,uid=..).
-  virtual std::error_code MountTmpfs(const std::string& target,
-                                     const std::string& options) = 0;
-  // Makes the tmpfs at `target` read-only (the superblock, so no bind of it
-  // can write either).
-  virtual std::error_code RemountReadOnly(const std::string& target,
-                                          const std::string& options) = 0;
+  // Creates a new tmpfs (nosuid,nodev,noexec; data options
+  // "size=..,mode=..,uid=..,gid=..") attached nowhere: invisible to
+  // everyone, and freed by the kernel when dropped or when the driver dies.
+  virtual std::expected<std::unique_ptr<PendingMount>, std::error_code>
+  MakeTmpfs(const std::string& options) = 0;
+  // Creates a new file `name` in the pending tmpfs's root (O_EXCL, never
+  // through a symlink) with `content`, then sets owner and mode.
+  virtual std::error_code WriteNewFile(PendingMount& mount,
+                                       const std::string& name,
+                                       std::string_view content, mode_t mode,
+                                       uid_t uid, gid_t gid) = 0;
+  // Makes the pending tmpfs read-only: the superblock (so no bind of it can
+  // write either) and the mount.
+  virtual std::error_code MakeReadOnly(PendingMount& mount) = 0;
+  // Attaches the pending tmpfs at `target`, never following a symlink
+  // there: the one step that makes a volume visible, complete or not at all.
+  virtual std::error_code Attach(PendingMount& mount,
+                                 const std::string& target) = 0;
   // Unmounts the top mount at `target`, detaching it lazily if busy.
   // EINVAL means `target` was not a mount point.
   virtual std::error_code Unmount(const std::string& target) = 0;
-  // Creates a new file (O_EXCL, never through a symlink) with `content`,
-  // then sets owner and mode.
-  virtual std::error_code WriteNewFile(const std::string& path,
-                                       std::string_view content, mode_t mode,
-                                       uid_t uid, gid_t gid) = 0;
   // Reads at most `max_bytes` of a file without following a symlink.
   virtual std::expected<FileSnapshot, std::error_code> ReadFile(
       const std::string& path, size_t max_bytes) = 0;
@@ -74,14 +89,15 @@ class LinuxHostFs : public HostFs {
   PathKind Inspect(const std::string& path) override;
   std::error_code MakeDir(const std::string& path, mode_t mode) override;
   std::error_code Remove(const std::string& path) override;
-  std::error_code MountTmpfs(const std::string& target,
-                             const std::string& options) override;
-  std::error_code RemountReadOnly(const std::string& target,
-                                  const std::string& options) override;
-  std::error_code Unmount(const std::string& target) override;
-  std::error_code WriteNewFile(const std::string& path,
+  std::expected<std::unique_ptr<PendingMount>, std::error_code> MakeTmpfs(
+      const std::string& options) override;
+  std::error_code WriteNewFile(PendingMount& mount, const std::string& name,
                                std::string_view content, mode_t mode, uid_t uid,
                                gid_t gid) override;
+  std::error_code MakeReadOnly(PendingMount& mount) override;
+  std::error_code Attach(PendingMount& mount,
+                         const std::string& target) override;
+  std::error_code Unmount(const std::string& target) override;
   std::expected<FileSnapshot, std::error_code> ReadFile(
       const std::string& path, size_t max_bytes) override;
   std::expected<FsInfo, std::error_code> StatFs(

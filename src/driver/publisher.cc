@@ -28,9 +28,8 @@ Status Internal(std::string_view step, const std::string& target,
   const StatusCode code = ec == std::errc::no_space_on_device
                               ? StatusCode::RESOURCE_EXHAUSTED
                               : StatusCode::INTERNAL;
-  return Status(code,
-                fmt::format("{} at target_path {} failed: {}", step, target,
-                            ec.message()));
+  return Status(code, fmt::format("{} at target_path {} failed: {}", step,
+                                  target, ec.message()));
 }
 
 }  // namespace
@@ -136,15 +135,10 @@ Publisher::TargetVerdict Publisher::CheckPublished(
 Status Publisher::MountFresh(const PublishSpec& spec,
                              const MiniClusterCert& cert, bool created_dir) {
   const std::string& target = spec.target_path;
-  const std::string options = TmpfsOptions(spec.owner);
-  auto roll_back = [&](bool mounted, Status failure) {
-    if (mounted) {
-      if (auto ec = UnmountAll(target)) {
-        spdlog::error("volume {}: rollback could not unmount {}: {}",
-                      spec.volume_id, target, ec.message());
-        return failure;  // the next publish or unpublish repairs it
-      }
-    }
+  // The volume is made, filled and sealed detached, then attached in one
+  // step: a failure (or a kill -9) before the attach leaves nothing at the
+  // target but the directory, which is removed if this call made it.
+  auto roll_back = [&](Status failure) {
     if (created_dir) {
       if (auto ec = fs_.Remove(target)) {
         spdlog::error("volume {}: rollback could not remove {}: {}",
@@ -154,21 +148,24 @@ Status Publisher::MountFresh(const PublishSpec& spec,
     return failure;
   };
 
-  if (auto ec = fs_.MountTmpfs(target, options)) {
-    return roll_back(false, Internal("mounting tmpfs", target, ec));
+  auto pending = fs_.MakeTmpfs(TmpfsOptions(spec.owner));
+  if (!pending) {
+    return roll_back(Internal("making the tmpfs", target, pending.error()));
   }
-  if (auto ec = fs_.WriteNewFile(CertPath(target), cert.text.reveal(),
-                                 kCertMode, spec.owner.uid, spec.owner.gid)) {
-    const StatusCode code = ec == std::errc::no_space_on_device
-                                ? StatusCode::RESOURCE_EXHAUSTED
-                                : StatusCode::INTERNAL;
-    return roll_back(true, Status(code, fmt::format("writing {} at "
-                                                    "target_path {} failed: {}",
-                                                    curve::kCertFileName,
-                                                    target, ec.message())));
+  if (auto ec = fs_.WriteNewFile(**pending, std::string(curve::kCertFileName),
+                                 cert.text.reveal(), kCertMode, spec.owner.uid,
+                                 spec.owner.gid)) {
+    return roll_back(Status(
+        ec == std::errc::no_space_on_device ? StatusCode::RESOURCE_EXHAUSTED
+                                            : StatusCode::INTERNAL,
+        fmt::format("writing {} at target_path {} failed: {}",
+                    curve::kCertFileName, target, ec.message())));
   }
-  if (auto ec = fs_.RemountReadOnly(target, options)) {
-    return roll_back(true, Internal("remounting read-only", target, ec));
+  if (auto ec = fs_.MakeReadOnly(**pending)) {
+    return roll_back(Internal("making the tmpfs read-only", target, ec));
+  }
+  if (auto ec = fs_.Attach(**pending, target)) {
+    return roll_back(Internal("mounting tmpfs", target, ec));
   }
   spdlog::info(
       "published volume {} at {}: minicluster {} public-key {} owner {}:{} "

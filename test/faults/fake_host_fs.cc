@@ -193,14 +193,7 @@ std::error_code FakeHostFs::Remove(const std::string& path) {
   return {};
 }
 
-std::error_code FakeHostFs::MountTmpfs(const std::string& target,
-                                       const std::string& options) {
-  std::lock_guard lock(mu_);
-  const PathKind kind = Inspect(target);
-  if (kind == PathKind::kMissing) return Err(ENOENT);
-  if (kind != PathKind::kDirectory && kind != PathKind::kMountRoot) {
-    return Err(ENOTDIR);
-  }
+FakeHostFs::Layer FakeHostFs::NewTmpfs(const std::string& options) {
   Layer layer;
   layer.tmpfs = true;
   layer.source = driver::kMountSource;
@@ -211,16 +204,54 @@ std::error_code FakeHostFs::MountTmpfs(const std::string& target,
            .uid = static_cast<uid_t>(Number(Option(options, "uid"))),
            .gid = static_cast<gid_t>(Number(Option(options, "gid"))),
            .content = {}};
-  mounts_[target].push_back(std::move(layer));
+  return layer;
+}
+
+void FakeHostFs::AddHalfMadeMount(const std::string& target) {
+  std::lock_guard lock(mu_);
+  mounts_[target].push_back(NewTmpfs("size=16384,mode=0500"));
+}
+
+std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
+FakeHostFs::MakeTmpfs(const std::string& options) {
+  auto pending = std::make_unique<Pending>();
+  pending->layer = NewTmpfs(options);
+  return pending;
+}
+
+std::error_code FakeHostFs::WriteNewFile(driver::PendingMount& mount,
+                                         const std::string& name,
+                                         std::string_view content, mode_t mode,
+                                         uid_t uid, gid_t gid) {
+  Layer& layer = static_cast<Pending&>(mount).layer;
+  const std::string rel = "/" + name;
+  if (layer.read_only) return Err(EROFS);
+  if (layer.nodes.contains(rel)) return Err(EEXIST);
+  if (layer.size_limit > 0 && content.size() > layer.size_limit) {
+    return Err(ENOSPC);
+  }
+  layer.nodes[rel] = Node{.kind = Node::kFile,
+                          .mode = mode,
+                          .uid = uid,
+                          .gid = gid,
+                          .content = std::string(content)};
   return {};
 }
 
-std::error_code FakeHostFs::RemountReadOnly(const std::string& target,
-                                            const std::string&) {
+std::error_code FakeHostFs::MakeReadOnly(driver::PendingMount& mount) {
+  static_cast<Pending&>(mount).layer.read_only = true;
+  return {};
+}
+
+std::error_code FakeHostFs::Attach(driver::PendingMount& mount,
+                                   const std::string& target) {
   std::lock_guard lock(mu_);
-  auto it = mounts_.find(target);
-  if (it == mounts_.end() || it->second.empty()) return Err(EINVAL);
-  it->second.back().read_only = true;
+  const PathKind kind = Inspect(target);
+  if (kind == PathKind::kMissing) return Err(ENOENT);
+  if (kind != PathKind::kDirectory && kind != PathKind::kMountRoot) {
+    return Err(ENOTDIR);
+  }
+  mounts_[target].push_back(std::move(static_cast<Pending&>(mount).layer));
   return {};
 }
 
@@ -231,21 +262,6 @@ std::error_code FakeHostFs::Unmount(const std::string& target) {
   it->second.pop_back();  // lazily detached if busy, like LinuxHostFs
   if (it->second.empty()) mounts_.erase(it);
   return {};
-}
-
-std::error_code FakeHostFs::WriteNewFile(const std::string& path,
-                                         std::string_view content, mode_t mode,
-                                         uid_t uid, gid_t gid) {
-  std::lock_guard lock(mu_);
-  const Node* existing = Find(path);
-  if (existing != nullptr) {
-    return Err(existing->kind == Node::kSymlink ? ELOOP : EEXIST);
-  }
-  return AddNode(path, Node{.kind = Node::kFile,
-                            .mode = mode,
-                            .uid = uid,
-                            .gid = gid,
-                            .content = std::string(content)});
 }
 
 std::expected<FileSnapshot, std::error_code> FakeHostFs::ReadFile(
@@ -274,8 +290,8 @@ std::expected<FsInfo, std::error_code> FakeHostFs::StatFs(
 
 const char* OpName(Op op) {
   static constexpr const char* kNames[] = {
-      "Inspect", "MakeDir", "Remove", "Mount",  "Remount",
-      "Unmount", "Write",   "Read",   "StatFs", "?"};
+      "Inspect", "MakeDir", "Remove", "Mount",  "Remount", "Unmount",
+      "Write",   "Read",    "StatFs", "Attach", "?"};
   return kNames[static_cast<size_t>(op)];
 }
 
@@ -324,25 +340,30 @@ std::error_code FaultyHostFs::Remove(const std::string& path) {
   if (int e = Check(Op::kRemove)) return Err(e);
   return inner_.Remove(path);
 }
-std::error_code FaultyHostFs::MountTmpfs(const std::string& target,
-                                         const std::string& options) {
-  if (int e = Check(Op::kMount)) return Err(e);
-  return inner_.MountTmpfs(target, options);
+std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
+FaultyHostFs::MakeTmpfs(const std::string& options) {
+  if (int e = Check(Op::kMount)) return std::unexpected(Err(e));
+  return inner_.MakeTmpfs(options);
 }
-std::error_code FaultyHostFs::RemountReadOnly(const std::string& target,
-                                              const std::string& options) {
+std::error_code FaultyHostFs::MakeReadOnly(driver::PendingMount& mount) {
   if (int e = Check(Op::kRemount)) return Err(e);
-  return inner_.RemountReadOnly(target, options);
+  return inner_.MakeReadOnly(mount);
+}
+std::error_code FaultyHostFs::Attach(driver::PendingMount& mount,
+                                     const std::string& target) {
+  if (int e = Check(Op::kAttach)) return Err(e);
+  return inner_.Attach(mount, target);
 }
 std::error_code FaultyHostFs::Unmount(const std::string& target) {
   if (int e = Check(Op::kUnmount)) return Err(e);
   return inner_.Unmount(target);
 }
-std::error_code FaultyHostFs::WriteNewFile(const std::string& path,
+std::error_code FaultyHostFs::WriteNewFile(driver::PendingMount& mount,
+                                           const std::string& name,
                                            std::string_view content,
                                            mode_t mode, uid_t uid, gid_t gid) {
   if (int e = Check(Op::kWrite)) return Err(e);
-  return inner_.WriteNewFile(path, content, mode, uid, gid);
+  return inner_.WriteNewFile(mount, name, content, mode, uid, gid);
 }
 std::expected<FileSnapshot, std::error_code> FaultyHostFs::ReadFile(
     const std::string& path, size_t max_bytes) {

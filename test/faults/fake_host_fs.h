@@ -8,6 +8,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ class FakeHostFs : public driver::HostFs {
   void AddSymlink(const std::string& path);
   // Mounts a tmpfs that is not the driver's (source "foreign").
   void AddForeignMount(const std::string& target, bool read_only);
+  // Mounts an empty writable tmpfs with the driver's source: what the old
+  // mount(2)-based publish left when killed between mount and write.
+  void AddHalfMadeMount(const std::string& target);
 
   // Observation.
   int MountCount(const std::string& path) const;
@@ -39,14 +43,16 @@ class FakeHostFs : public driver::HostFs {
   driver::PathKind Inspect(const std::string& path) override;
   std::error_code MakeDir(const std::string& path, mode_t mode) override;
   std::error_code Remove(const std::string& path) override;
-  std::error_code MountTmpfs(const std::string& target,
-                             const std::string& options) override;
-  std::error_code RemountReadOnly(const std::string& target,
-                                  const std::string& options) override;
-  std::error_code Unmount(const std::string& target) override;
-  std::error_code WriteNewFile(const std::string& path,
+  std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
+  MakeTmpfs(const std::string& options) override;
+  std::error_code WriteNewFile(driver::PendingMount& mount,
+                               const std::string& name,
                                std::string_view content, mode_t mode, uid_t uid,
                                gid_t gid) override;
+  std::error_code MakeReadOnly(driver::PendingMount& mount) override;
+  std::error_code Attach(driver::PendingMount& mount,
+                         const std::string& target) override;
+  std::error_code Unmount(const std::string& target) override;
   std::expected<driver::FileSnapshot, std::error_code> ReadFile(
       const std::string& path, size_t max_bytes) override;
   std::expected<driver::FsInfo, std::error_code> StatFs(
@@ -69,6 +75,10 @@ class FakeHostFs : public driver::HostFs {
     std::string source;
     size_t size_limit = 0;  // 0: unlimited
   };
+  struct Pending : driver::PendingMount {
+    Layer layer;
+  };
+  static Layer NewTmpfs(const std::string& options);
   struct Where {
     Layer* layer = nullptr;
     std::string rel;
@@ -87,12 +97,13 @@ enum class Op {
   kInspect,
   kMakeDir,
   kRemove,
-  kMount,
-  kRemount,
+  kMount,    // MakeTmpfs
+  kRemount,  // MakeReadOnly
   kUnmount,
   kWrite,
   kRead,
   kStatFs,
+  kAttach,
   kCount,
 };
 const char* OpName(Op op);
@@ -111,14 +122,16 @@ class FaultyHostFs : public driver::HostFs {
   driver::PathKind Inspect(const std::string& path) override;
   std::error_code MakeDir(const std::string& path, mode_t mode) override;
   std::error_code Remove(const std::string& path) override;
-  std::error_code MountTmpfs(const std::string& target,
-                             const std::string& options) override;
-  std::error_code RemountReadOnly(const std::string& target,
-                                  const std::string& options) override;
-  std::error_code Unmount(const std::string& target) override;
-  std::error_code WriteNewFile(const std::string& path,
+  std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
+  MakeTmpfs(const std::string& options) override;
+  std::error_code WriteNewFile(driver::PendingMount& mount,
+                               const std::string& name,
                                std::string_view content, mode_t mode, uid_t uid,
                                gid_t gid) override;
+  std::error_code MakeReadOnly(driver::PendingMount& mount) override;
+  std::error_code Attach(driver::PendingMount& mount,
+                         const std::string& target) override;
+  std::error_code Unmount(const std::string& target) override;
   std::expected<driver::FileSnapshot, std::error_code> ReadFile(
       const std::string& path, size_t max_bytes) override;
   std::expected<driver::FsInfo, std::error_code> StatFs(

@@ -123,7 +123,7 @@ TEST_P(PublishFaultTest, FailsWithTheRightCodeLeavesNothingAndConverges) {
       break;
     case Start::kHalfMade:  // a driver killed between mount and write
       fake_.AddDir(Target(), 0750);
-      ASSERT_FALSE(fake_.MountTmpfs(Target(), "size=16384,mode=0500"));
+      fake_.AddHalfMadeMount(Target());
       break;
   }
   const std::string before = fake_.Dump();
@@ -161,10 +161,12 @@ std::vector<Fault> PublishFaults() {
   std::vector<Fault> out;
   for (int err : {EBUSY, EPERM, EINVAL, ENOMEM}) {
     out.push_back({Op::kMount, err, 1, StatusCode::INTERNAL});
+    out.push_back({Op::kAttach, err, 1, StatusCode::INTERNAL});
     out.push_back({Op::kRemount, err, 1, StatusCode::INTERNAL});
     out.push_back({Op::kUnmount, err, 1, StatusCode::INTERNAL});
   }
   out.push_back({Op::kWrite, ENOSPC, 1, StatusCode::RESOURCE_EXHAUSTED});
+  out.push_back({Op::kAttach, ENOSPC, 1, StatusCode::RESOURCE_EXHAUSTED});
   out.push_back({Op::kWrite, EIO, 1, StatusCode::INTERNAL});
   out.push_back({Op::kWrite, EPERM, 1, StatusCode::INTERNAL});
   out.push_back({Op::kMakeDir, ENOENT, 1, StatusCode::FAILED_PRECONDITION});
@@ -191,21 +193,23 @@ INSTANTIATE_TEST_SUITE_P(
     PublishFaultName);
 
 // The rollback itself fails: the failure is still reported with the first
-// error's code, and the next publish or unpublish cleans up.
-TEST_F(PublisherFaultTest, WriteFailsAndRollbackUnmountFails) {
-  faulty_.Fail(Op::kWrite, ENOSPC, 1);
-  faulty_.Fail(Op::kUnmount, EBUSY);
-  const auto status = publisher_.Publish(spec_);
-  EXPECT_EQ(status.error_code(), StatusCode::RESOURCE_EXHAUSTED);
-  ASSERT_NO_FATAL_FAILURE(ExpectConverges());
-}
-
+// error's code, nothing is mounted (the volume was never attached), and the
+// next publish or unpublish cleans up the directory.
 TEST_F(PublisherFaultTest, RemountFailsAndRollbackRemoveFails) {
   faulty_.Fail(Op::kRemount, EPERM, 1);
   faulty_.Fail(Op::kRemove, EBUSY);
   const auto status = publisher_.Publish(spec_);
   EXPECT_EQ(status.error_code(), StatusCode::INTERNAL);
-  EXPECT_EQ(fake_.TotalMounts(), 0) << "the rollback did unmount";
+  EXPECT_EQ(fake_.TotalMounts(), 0) << "a half-made volume was attached";
+  ASSERT_NO_FATAL_FAILURE(ExpectConverges());
+}
+
+TEST_F(PublisherFaultTest, AttachFailsAndRollbackRemoveFails) {
+  faulty_.Fail(Op::kAttach, EBUSY, 1);
+  faulty_.Fail(Op::kRemove, EPERM);
+  const auto status = publisher_.Publish(spec_);
+  EXPECT_EQ(status.error_code(), StatusCode::INTERNAL);
+  EXPECT_EQ(fake_.TotalMounts(), 0);
   ASSERT_NO_FATAL_FAILURE(ExpectConverges());
 }
 
