@@ -1,5 +1,6 @@
 // flux-curve-csi: the node plugin (serve) and its debugging subcommands.
 #include <absl/synchronization/mutex.h>
+#include <malloc.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -23,6 +24,10 @@ void TuneForServing() {
   // gRPC ran deadlock detection (a global spinlock and a graph update):
   // ~13% of the driver's instructions per RPC under callgrind.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // One malloc arena: glibc gives each gRPC thread its own, and they kept
+  // ~7 MiB of freed heap after a burst of publishes. The driver allocates
+  // little per call, so sharing one costs nothing measurable.
+  mallopt(M_ARENA_MAX, 1);
 }
 
 struct CertArgs {
