@@ -7,9 +7,12 @@
 // is a ratio against the floor measured minutes apart in the same process.
 // It prints numbers; it is not a pass/fail test on time.
 #include <absl/synchronization/mutex.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -327,6 +330,67 @@ CacheCounts KeyCacheFromLog(const std::string& log, long publishes) {
   return c;
 }
 
+// True if the driver binary has --metrics-address (Prometheus counters).
+bool DriverHasMetrics(const std::string& binary) {
+  const std::string command = "'" + binary + "' serve --help 2>&1";
+  FILE* help = popen(command.c_str(), "r");
+  if (help == nullptr) return false;
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), help)) > 0;)
+    text.append(buf, n);
+  pclose(help);
+  return text.find("--metrics-address") != std::string::npos;
+}
+
+// GET /metrics on 127.0.0.1:port, plain HTTP/1.0; "" on failure.
+std::string ScrapeMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request =
+        "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (write(fd, request.data(), request.size()) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;)
+        body.append(buf, n);
+    }
+  }
+  close(fd);
+  return body;
+}
+
+// The value of an unlabelled sample `name` in Prometheus text, or -1.
+long MetricValue(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with(name + " ")) {
+      return std::lround(std::stod(line.substr(name.size() + 1)));
+    }
+  }
+  return -1;
+}
+
+CacheCounts KeyCacheFromMetrics(const std::string& log) {
+  CacheCounts c;
+  static const std::regex kPort(
+      R"(metrics and /healthz on \S+ \(port (\d+)\))");
+  std::smatch m;
+  if (!std::regex_search(log, m, kPort)) return c;
+  const std::string text = ScrapeMetrics(std::stoi(m[1]));
+  c.hits = MetricValue(text, "flux_curve_csi_key_cache_hits_total");
+  c.misses = MetricValue(text, "flux_curve_csi_key_cache_misses_total");
+  c.source = "driver's /metrics";
+  return c;
+}
+
 void PrintPhaseRow(const std::string& impl, int concurrency, const char* op,
                    const Phase& p) {
   std::printf("%-7s %4d  %-10s %9zu %10.0f %9.0f %9.0f %9.0f %9.0f %6d\n",
@@ -408,6 +472,10 @@ int main(int argc, char** argv) {
       root.WriteMasterKey("master.key", std::string(64, 'b'));
   options.log_path = root.log_path("bench");
   options.log_level = args.log_level;
+  // Metrics on as in the DaemonSet, on a free loopback port so runs in
+  // parallel do not collide; they give the key cache counters.
+  const bool metrics = DriverHasMetrics(args.driver);
+  if (metrics) options.extra_args.push_back("--metrics-address=127.0.0.1:0");
   DriverProcess driver(options);
   if (!driver.Start(std::chrono::seconds(60))) {
     std::fprintf(stderr, "driver did not start:\n%s\n",
@@ -491,12 +559,18 @@ int main(int argc, char** argv) {
     load_errors = pub.errors + unpub.errors;
   }
   const Memory end = ReadMemory(driver.pid());
+  CacheCounts cache;
+  if (metrics) {
+    cache =
+        KeyCacheFromMetrics(fcc::testing::ReadFileOrEmpty(options.log_path));
+  }
 
   if (driver.Terminate() != 0) {
     std::fprintf(stderr, "the driver did not stop cleanly\n");
   }
   const std::string log = fcc::testing::ReadFileOrEmpty(options.log_path);
-  const CacheCounts cache = KeyCacheFromLog(log, publishes);
+  const CacheCounts from_log = KeyCacheFromLog(log, publishes);
+  if (cache.hits < 0 || cache.misses < 0) cache = from_log;
 
   // ---- report ----
   std::printf("\n%-7s %4s  %-10s %9s %10s %9s %9s %9s %9s %6s\n", "impl", "c",
@@ -590,11 +664,12 @@ int main(int argc, char** argv) {
   std::printf("\nKey cache (%d pods per MiniCluster, from the %s):\n",
               args.pods_per_minicluster, cache.source.c_str());
   const double expected = 1.0 - 1.0 / args.pods_per_minicluster;
+  const long lookups = cache.hits + cache.misses;
   std::printf(
-      "  %ld publishes, %ld derivations, hit rate %.3f (expected "
-      "%.3f)\n",
-      publishes, cache.misses, publishes ? double(cache.hits) / publishes : 0.0,
-      expected);
+      "  %ld publishes, %ld lookups, %ld derivations (%ld logged), hit rate "
+      "%.3f (expected %.3f)\n",
+      publishes, lookups, cache.misses, from_log.misses,
+      lookups ? double(cache.hits) / lookups : 0.0, expected);
 
   if (!args.csv.empty()) {
     std::ofstream csv(args.csv);
