@@ -370,6 +370,10 @@ HttpResponse KubeClientApi::Apply(const std::string& object_path,
                          "application/apply-patch+yaml");
 }
 
+HttpResponse KubeClientApi::Get(const std::string& object_path) {
+  return client_.Request("GET", object_path);
+}
+
 std::string ApiPrefix(std::string_view api_version) {
   if (api_version.find('/') == std::string_view::npos) {
     return "/api/" + std::string(api_version);

@@ -82,6 +82,8 @@ class KubeApi {
   virtual HttpResponse Apply(const std::string& object_path,
                              const nlohmann::json& object,
                              const std::string& field_manager, bool force) = 0;
+  // GET one object (e.g. a Job the label-filtered cache cannot see).
+  virtual HttpResponse Get(const std::string& object_path) = 0;
 };
 
 class KubeClientApi : public KubeApi {
@@ -93,6 +95,7 @@ class KubeClientApi : public KubeApi {
   HttpResponse Apply(const std::string& object_path,
                      const nlohmann::json& object,
                      const std::string& field_manager, bool force) override;
+  HttpResponse Get(const std::string& object_path) override;
 
  private:
   const KubeClient& client_;

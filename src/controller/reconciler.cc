@@ -165,8 +165,10 @@ bool Reconciler::Reconcile(const std::string& key) {
   }
   Observed observed{&*mc, service ? &*service : nullptr, job ? &*job : nullptr,
                     workload ? &*workload : nullptr};
-  const auto actions = PlanReconcile(
-      observed, options_, FormatTime(std::chrono::system_clock::now()));
+  const std::string uid =
+      mc->value("metadata", json::object()).value("uid", "");
+  const std::string now = FormatTime(std::chrono::system_clock::now());
+  const auto actions = PlanReconcile(observed, options_, now);
 
   bool ok = true;
   for (const auto& action : actions) {
@@ -180,7 +182,33 @@ bool Reconciler::Reconcile(const std::string& key) {
       continue;
     }
     if (action.kind == Action::Kind::kCreateJob && response.status == 409) {
-      continue;  // created meanwhile; the Job watch brings it to the cache
+      // Either we created it meanwhile (the Job watch brings it to the
+      // cache), or a Job of that name without our label is in the way: the
+      // label-filtered cache never sees it, so look it up here.
+      HttpResponse got = api_.Get(action.path + "/" + name);  // Job = MC name
+      json existing = json::parse(got.body, nullptr, false);
+      if (!got.ok() || !existing.is_object()) {
+        spdlog::warn("minicluster {}: create Job: 409, then get: {}", key,
+                     got.Describe());
+        return false;
+      }
+      if (ControlledBy(existing, uid)) continue;
+      // Plan again with the Job that is in the way: that gives the
+      // JobNameTaken status, instead of the Pending one planned above.
+      Observed blocked = observed;
+      blocked.job = &existing;
+      for (const auto& a : PlanReconcile(blocked, options_, now)) {
+        if (a.kind != Action::Kind::kApplyStatus) continue;
+        HttpResponse r = api_.Apply(a.path, a.body, a.field_manager, a.force);
+        if (!r.ok() && r.status != 404)
+          spdlog::warn("minicluster {}: apply status failed: {}", key,
+                       r.Describe());
+      }
+      spdlog::info(
+          "minicluster {}: a Job of that name exists that it does not "
+          "control; retrying",
+          key);
+      return false;  // retried with back-off until the name is free
     }
     if (action.kind == Action::Kind::kApplyStatus && response.status == 404) {
       continue;  // the MiniCluster was deleted meanwhile

@@ -173,7 +173,13 @@ class RecordingApi : public KubeApi {
     calls.push_back({"apply", path, manager, body, force});
     return {apply_status, "{}", ""};
   }
+  HttpResponse Get(const std::string& path) override {
+    calls.push_back({"get", path, "", json(), false});
+    return {get_status, get_body, ""};
+  }
   std::vector<Call> calls;
+  long get_status = 200;
+  std::string get_body = "{}";
   long create_status = 201;
   long apply_status = 200;
 };
@@ -198,7 +204,24 @@ TEST(Reconciler, AlreadyExistsOnCreateIsNotAnError) {
   Fixture f;
   f.miniclusters.Upsert(MiniClusterObject());
   f.api.create_status = 409;
+  f.api.get_body = StoredJob(MiniClusterObject(), true).dump();
   EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+}
+
+// A Job of that name without our label is invisible to the Job cache: the
+// 409 is the only sign. Report it and retry until the name is free.
+TEST(Reconciler, ForeignJobOnCreateIsReportedAndRetried) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.create_status = 409;
+  f.api.get_body =
+      R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo"));
+  ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
+  EXPECT_EQ(f.api.calls[2].verb, "get");
+  EXPECT_EQ(f.api.calls[2].path, "/apis/batch/v1/namespaces/science/jobs/demo");
+  EXPECT_EQ(f.api.calls[3].body["status"]["conditions"][0]["reason"],
+            "JobNameTaken");
 }
 
 TEST(Reconciler, FailedApplyAsksForRetry) {
