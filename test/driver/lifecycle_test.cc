@@ -196,6 +196,8 @@ struct Damage {
   std::function<void(const std::string& target, const std::string& cert)> make;
 };
 
+void PrintTo(const Damage& damage, std::ostream* os) { *os << damage.name; }
+
 class DamagedTargetTest : public LifecycleTest,
                           public ::testing::WithParamInterface<Damage> {};
 
@@ -335,6 +337,8 @@ struct OwnerCase {
   uid_t uid;
   gid_t gid;
 };
+
+void PrintTo(const OwnerCase& c, std::ostream* os) { *os << c.name; }
 
 class OwnerTest : public LifecycleTest,
                   public ::testing::WithParamInterface<OwnerCase> {};

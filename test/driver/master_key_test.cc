@@ -27,6 +27,8 @@ struct KeyCase {
   std::function<std::string(const ScratchRoot& root)> make;
 };
 
+void PrintTo(const KeyCase& c, std::ostream* os) { *os << c.name; }
+
 class MasterKeyTest : public ::testing::Test {
  protected:
   void SetUp() override {
