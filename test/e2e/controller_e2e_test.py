@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""minicluster-controller end to end on a real control plane (issue 5, item 2).
+
+The real controller binary against etcd + kube-apiserver +
+kube-controller-manager on loopback: the CRD is applied, MiniClusters are
+created, and the Service, Job and pods are checked as the API server stored
+them. The real Job controller creates the pods; this test plays the kubelet
+through pods/status. The real garbage collector deletes Jobs and Services.
+
+  test/e2e/controller_e2e_test.py [TEST...]   (FCC_CONTROLLER=path/to/binary)
+"""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_lib import (API, REPO, Controller, Watcher, apply, check, check_eq, cond_true,  # noqa: E402
+                     condition, create_namespace, get, items, job_pods, kubectl, log, main,
+                     minicluster, patch, pod_index, set_pod_status, wait_for)
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+NAME_LABEL = "minicluster.dev/name"
+ORDER = ["Pending", "Queued", "Running", "Succeeded", "Failed"]
+
+
+def state(ns, name):
+    mc = get("minicluster", name, ns)
+    return (mc or {}).get("status", {}).get("state")
+
+
+def wait_state(ns, name, want, timeout=60):
+    return wait_for(f"MiniCluster {ns}/{name} state {want}",
+                    lambda: state(ns, name) == want and get("minicluster", name, ns), timeout)
+
+
+def check_owned(obj, mc, what):
+    check_eq(obj["metadata"].get("ownerReferences"),
+             [{"apiVersion": API, "kind": "MiniCluster", "name": mc["metadata"]["name"],
+               "uid": mc["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}],
+             f"{what} ownerReferences")
+
+
+def check_service(svc, mc):
+    name = mc["metadata"]["name"]
+    check_owned(svc, mc, f"Service {name}")
+    spec = svc["spec"]
+    check_eq(spec.get("clusterIP"), "None", "Service clusterIP")
+    check_eq(spec.get("publishNotReadyAddresses"), True, "Service publishNotReadyAddresses")
+    check_eq(spec.get("selector"), {NAME_LABEL: name}, "Service selector")
+    check_eq([p["port"] for p in spec.get("ports", [])], [mc["spec"]["brokerPort"]],
+             "Service ports")
+
+
+def check_job(job, mc, owner_attr):
+    name, size = mc["metadata"]["name"], mc["spec"]["size"]
+    check_owned(job, mc, f"Job {name}")
+    check_eq(job["metadata"]["labels"].get(NAME_LABEL), name, "Job name label")
+    spec = job["spec"]
+    check_eq((spec.get("completions"), spec.get("parallelism")), (size, size),
+             "Job completions, parallelism")
+    check_eq(spec.get("completionMode"), "Indexed", "Job completionMode")
+    check_eq(spec.get("successPolicy"), {"rules": [{"succeededIndexes": "0"}]},
+             "Job successPolicy")
+    check_eq(spec.get("backoffLimit"), 0, "Job backoffLimit")
+    pod = spec["template"]["spec"]
+    check_eq(pod.get("subdomain"), name, "pod subdomain")
+    check_eq(pod.get("restartPolicy"), "Never", "pod restartPolicy")
+    csi = [v for v in pod.get("volumes", []) if "csi" in v]
+    check_eq(len(csi), 1, "number of CSI volumes")
+    check_eq(csi[0]["csi"], {"driver": "curve.minicluster.dev", "readOnly": True,
+                             "volumeAttributes": {"minicluster": name,
+                                                  "generation": mc["metadata"]["uid"],
+                                                  "owner": owner_attr}},
+             "CSI volume")
+    mounts = pod["containers"][0].get("volumeMounts", [])
+    check(any(m["name"] == csi[0]["name"] for m in mounts), f"CSI volume not mounted: {mounts}")
+    want_queue = mc["metadata"].get("labels", {}).get(QUEUE_LABEL)
+    check_eq(job["metadata"]["labels"].get(QUEUE_LABEL), want_queue, "Job queue label")
+
+
+def managers(obj):
+    """{manager: [operation, fields]} from metadata.managedFields."""
+    return {m["manager"]: (m["operation"], m.get("fieldsV1", {}))
+            for m in obj["metadata"].get("managedFields", [])}
+
+
+def job_spec_suspend(ns, name):
+    job = get("job", name, ns)
+    return None if job is None else job["spec"].get("suspend")
+
+
+def states_seen(watcher, name):
+    """The MiniCluster's status.state values in the order the API server sent them."""
+    seen = []
+    for e in watcher.of(name):
+        s = e["object"].get("status", {}).get("state")
+        if s and (not seen or seen[-1] != s):
+            seen.append(s)
+    return seen
+
+
+def test_lifecycle(work):
+    """Ephemeral, persistent, queued and held (spec.suspend) MiniClusters
+    from creation to Succeeded/Failed and garbage collection."""
+    ns = "e2e"
+    create_namespace(ns)
+    jobs_w = Watcher("jobs", ns, work)
+    mcs_w = Watcher("miniclusters", ns, work)
+    ctl = Controller(work, "lifecycle")
+    ctl.wait_ready()
+    try:
+        specs = {
+            "eph": (minicluster("eph", ns, size=3, command=["flux", "run", "-N3", "hostname"],
+                                fluxUser={"uid": 1000, "gid": 1000}), "1000:1000"),
+            "pers": (minicluster("pers", ns, size=2, brokerPort=9000), "0"),
+            "queued": (minicluster("queued", ns, size=2, command=["true"],
+                                   labels={QUEUE_LABEL: "user-queue"},
+                                   fluxUser={"uid": 500}), "500"),
+            "held": (minicluster("held", ns, size=2, suspend=True), "0"),
+        }
+        for name, (obj, _) in specs.items():
+            apply(obj)
+
+        # Objects as stored: every Job was created suspended, and is shaped
+        # as the design says; Services are headless; all owned.
+        for name, (_, owner_attr) in specs.items():
+            mc = wait_for(f"MiniCluster {name} with a uid", lambda n=name: get("minicluster", n, ns))
+            job = wait_for(f"Job {name}", lambda n=name: get("job", n, ns), timeout=30)
+            check_job(job, mc, owner_attr)
+            check_service(wait_for(f"Service {name}", lambda n=name: get("service", n, ns)), mc)
+            first = wait_for(f"ADDED event of Job {name}", lambda n=name: jobs_w.of(n))[0]
+            check_eq(first["type"], "ADDED", f"first watch event of Job {name}")
+            check_eq(first["object"]["spec"].get("suspend"), True, f"Job {name} suspend at creation")
+        log("Jobs and Services stored as designed; every Job created suspended")
+
+        # Unqueued Jobs are unsuspended by the controller; queued and held stay suspended.
+        for name in ("eph", "pers"):
+            wait_for(f"Job {name} unsuspended", lambda n=name: job_spec_suspend(ns, n) is False)
+            wait_state(ns, name, "Running")
+        time.sleep(3)  # give the controller time to (wrongly) unsuspend the others
+        for name, reason in (("queued", "WaitingForKueue"), ("held", "Suspended")):
+            check_eq(job_spec_suspend(ns, name), True, f"Job {name} suspend")
+            mc = wait_state(ns, name, "Queued")
+            check_eq(condition(mc, "Queued")["reason"], reason, f"{name} Queued reason")
+            check_eq(job_pods(ns, name), [], f"pods of suspended Job {name}")
+        # Field ownership: only unqueued Jobs have a launcher-owned suspend.
+        queued_job = get("job", "queued", ns, managed_fields=True)
+        check("minicluster-controller-launcher" not in managers(queued_job),
+              f"the controller wrote suspend of a queued Job: {list(managers(queued_job))}")
+        eph_mgr = managers(get("job", "eph", ns, managed_fields=True))
+        check_eq(eph_mgr.get("minicluster-controller-launcher", ("", {}))[0], "Apply",
+                 "launcher field manager of Job eph")
+        check("f:suspend" in eph_mgr["minicluster-controller-launcher"][1].get("f:spec", {}),
+              "launcher does not own spec.suspend of Job eph")
+        check_eq(eph_mgr.get("minicluster-controller-create", ("",))[0], "Update",
+                 "create field manager of Job eph")
+        log("unqueued Jobs unsuspended; queued and spec.suspend Jobs stay suspended")
+
+        # The real Job controller creates one pod per index, hostname <name>-<index>.
+        pods = wait_for("3 pods of Job eph", lambda: len(job_pods(ns, "eph")) == 3 and job_pods(ns, "eph"))
+        check_eq(sorted(pod_index(p) for p in pods), [0, 1, 2], "pod indexes of eph")
+        for p in pods:
+            check_eq((p["spec"].get("hostname"), p["spec"].get("subdomain")),
+                     (f"eph-{pod_index(p)}", "eph"), "pod hostname, subdomain")
+        for p in pods:  # a kubelet starts them
+            set_pod_status(ns, p["metadata"]["name"], "Running", ready=True)
+        mc = wait_for("eph Running with 3 ready", lambda: "3 ready" in (
+            condition(get("minicluster", "eph", ns), "Running") or {}).get("message", "")
+            and get("minicluster", "eph", ns))
+        check_eq(condition(mc, "Running")["message"], "3 of 3 broker pods active, 3 ready",
+                 "Running message")
+
+        # Rank 0 exits 0: Job succeeds through successPolicy, the rest are terminated.
+        pod0 = next(p for p in pods if pod_index(p) == 0)
+        set_pod_status(ns, pod0["metadata"]["name"], "Succeeded", exit_code=0)
+        wait_for("Job eph SuccessCriteriaMet", lambda: cond_true(get("job", "eph", ns), "SuccessCriteriaMet"))
+        wait_for("Job eph Complete", lambda: cond_true(get("job", "eph", ns), "Complete"))
+        wait_for("pods of indexes 1, 2 of eph deleted",
+                 lambda: [pod_index(p) for p in job_pods(ns, "eph")] == [0])
+        mc = wait_state(ns, "eph", "Succeeded")
+        for t in ("Queued", "Running", "Succeeded", "Failed"):
+            check_eq(condition(mc, t)["status"], "True" if t == "Succeeded" else "False",
+                     f"eph condition {t}")
+            check_eq(condition(mc, t)["observedGeneration"], 1, f"eph {t} observedGeneration")
+        check_eq(mc["status"].get("jobName"), "eph", "eph status.jobName")
+        seen = states_seen(mcs_w, "eph")
+        check_eq([s for s in seen if s != "Pending"], ["Queued", "Running", "Succeeded"],
+                 "eph states as watched")
+        log(f"eph: states {seen}; Job Complete through successPolicy; other pods terminated")
+
+        # A broker of the persistent one fails: backoffLimit 0 fails the Job.
+        pods = wait_for("2 pods of Job pers", lambda: len(job_pods(ns, "pers")) == 2 and job_pods(ns, "pers"))
+        pod1 = next(p for p in pods if pod_index(p) == 1)
+        set_pod_status(ns, pod1["metadata"]["name"], "Failed", exit_code=1)
+        wait_for("Job pers Failed", lambda: cond_true(get("job", "pers", ns), "Failed"))
+        mc = wait_state(ns, "pers", "Failed")
+        check(condition(mc, "Failed")["reason"] in ("BackoffLimitExceeded", "FailedIndexes"),
+              f"pers Failed reason: {condition(mc, 'Failed')}")
+        log(f"pers: a broker failed -> Failed ({condition(mc, 'Failed')['reason']})")
+
+        # spec.suspend toggles the held Job (unqueued: the controller owns suspend).
+        patch("minicluster", "held", ns, {"spec": {"suspend": False}})
+        wait_for("Job held unsuspended", lambda: job_spec_suspend(ns, "held") is False)
+        wait_state(ns, "held", "Running")
+        wait_for("2 pods of held", lambda: len(job_pods(ns, "held")) == 2)
+        patch("minicluster", "held", ns, {"spec": {"suspend": True}})
+        wait_for("Job held suspended again", lambda: job_spec_suspend(ns, "held") is True)
+        mc = wait_state(ns, "held", "Queued")
+        check_eq(condition(mc, "Queued")["observedGeneration"], 3, "held observedGeneration")
+        wait_for("pods of held deleted after suspend", lambda: job_pods(ns, "held") == [])
+        log("held: spec.suspend false -> Running, true -> Queued (pods deleted)")
+
+        # Deleting a MiniCluster garbage-collects its Job, Service and pods.
+        for name in specs:
+            uid = get("job", name, ns)["metadata"]["uid"]
+            kubectl("delete", "minicluster", name, "-n", ns, "--wait=true", "--timeout=60s",
+                    timeout=90)
+            wait_for(f"Job and Service {name} garbage-collected",
+                     lambda n=name: get("job", n, ns) is None and get("service", n, ns) is None,
+                     timeout=90)
+            wait_for(f"pods of Job {name} garbage-collected",
+                     lambda u=uid: items("pods", ns, f"batch.kubernetes.io/controller-uid={u}") == [],
+                     timeout=90)
+        log("deleted MiniClusters: Jobs, Services and pods garbage-collected")
+        check(ctl.alive(), "controller exited")
+        check_eq([line for line in ctl.text().splitlines() if " error " in line], [],
+                 "controller errors")
+    finally:
+        jobs_w.stop()
+        mcs_w.stop()
+
+
+def test_name_taken(work):
+    """A Job of the MiniCluster's name that it does not control is left
+    alone and reported; once it is gone the MiniCluster gets its own."""
+    ns = "e2e-taken"
+    create_namespace(ns)
+    kubectl("create", "job", "taken", "-n", ns, "--image=example.invalid/x")
+    ctl = Controller(work, "taken")
+    ctl.wait_ready()
+    apply(minicluster("taken", ns, size=1))
+    mc = wait_state(ns, "taken", "Pending")
+    wait_for("a condition with reason JobNameTaken", lambda: any(
+        c["reason"] == "JobNameTaken" for c in get("minicluster", "taken", ns)["status"]["conditions"]))
+    check_eq(get("job", "taken", ns)["metadata"].get("ownerReferences"), None,
+             "foreign Job ownerReferences")
+    kubectl("delete", "job", "taken", "-n", ns, "--cascade=foreground", "--wait=true", "--timeout=60s")
+    mc = get("minicluster", "taken", ns)
+    job = wait_for("the MiniCluster's own Job",
+                   lambda: (get("job", "taken", ns) or {}).get("metadata", {}).get("ownerReferences")
+                   and get("job", "taken", ns), timeout=30)
+    check_owned(job, mc, "Job taken")
+    wait_state(ns, "taken", "Running")
+
+
+def test_deployed_rbac(work):
+    """The controller as deployed: deploy/controller/rbac.yaml's least
+    privilege, a ServiceAccount token (tokenFile) and the CA file, leader
+    election in the kubeconfig context's namespace."""
+    sa_ns, ns = "flux-curve-csi", "e2e-rbac"
+    create_namespace(sa_ns)
+    create_namespace(ns)
+    kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
+    token = kubectl("create", "token", "minicluster-controller", "-n", sa_ns,
+                    "--duration=1h").stdout.strip()
+    token_file = os.path.join(work, "sa-token")
+    with open(token_file, "w") as f:
+        f.write(token + "\n")
+    kubeconfig = os.path.join(work, "sa.kubeconfig")
+    with open(kubeconfig, "w") as f:
+        json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "sa",
+                   "clusters": [{"name": "cp", "cluster": {
+                       "server": os.environ["FCC_CP_APISERVER"],
+                       "certificate-authority": os.path.join(os.environ["FCC_CP_DIR"], "pki", "ca.crt")}}],
+                   "users": [{"name": "sa", "user": {"tokenFile": token_file}}],
+                   "contexts": [{"name": "sa", "context": {"cluster": "cp", "user": "sa",
+                                                           "namespace": sa_ns}}]}, f)
+    ctl = Controller(work, "rbac", "--leader-elect", kubeconfig=kubeconfig)
+    ctl.wait_ready()
+    wait_for("the lease", lambda: ctl.count("acquired lease") == 1, timeout=30)
+    holder = get("lease", "minicluster-controller", sa_ns)["spec"]["holderIdentity"]
+    check(f"as {holder}" in ctl.text(), f"lease holder {holder} is not this controller")
+    apply(minicluster("free", ns, size=1))
+    apply(minicluster("waits", ns, size=1, labels={QUEUE_LABEL: "user-queue"}))
+    wait_state(ns, "free", "Running")
+    wait_state(ns, "waits", "Queued")
+    for name in ("free", "waits"):
+        check_owned(get("job", name, ns), get("minicluster", name, ns), f"Job {name}")
+    bad = [ln for ln in ctl.text().splitlines() if "HTTP 403" in ln or "orbidden" in ln]
+    check_eq(bad, [], "RBAC refusals in the controller log")
+
+
+if __name__ == "__main__":
+    main([test_lifecycle, test_name_taken, test_deployed_rbac])
