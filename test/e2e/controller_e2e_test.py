@@ -212,6 +212,23 @@ def test_lifecycle(work):
         wait_for("pods of held deleted after suspend", lambda: job_pods(ns, "held") == [])
         log("held: spec.suspend false -> Running, true -> Queued (pods deleted)")
 
+        # Level-triggered and idempotent: events that change nothing the
+        # controller cares about (annotations) cause no writes, though the
+        # server defaulted fields in what it stored.
+        before = len(ctl.actions())
+        for name in specs:
+            for kind in ("minicluster", "job", "service"):
+                kubectl("annotate", kind, name, "-n", ns, "e2e.minicluster.dev/poke=1")
+        time.sleep(3)  # reconciles take milliseconds
+        check_eq(ctl.actions()[before:], [], "writes after no-op changes")
+        log(f"no writes after 12 no-op changes ({before} writes in total)")
+        # A restarted controller finds everything as it wants it.
+        check_eq(ctl.kill(), 0, "controller exit code on SIGTERM")
+        ctl = Controller(work, "lifecycle-restarted")
+        ctl.wait_ready()
+        time.sleep(3)
+        check_eq(ctl.actions(), [], "writes by a restarted controller")
+
         # Deleting a MiniCluster garbage-collects its Job, Service and pods.
         for name in specs:
             uid = get("job", name, ns)["metadata"]["uid"]

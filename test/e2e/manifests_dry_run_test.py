@@ -32,6 +32,8 @@ def manifests(top):
 def dry_run(what, *args, input=None):
     r = kubectl("apply", "--dry-run=server", *args, input=input, check_rc=False, timeout=120)
     check(r.returncode == 0, f"{what}: server dry-run refused: {r.stderr.strip()}")
+    for warning in sorted({ln for ln in r.stderr.splitlines() if ln.startswith("Warning:")}):
+        log(f"{what}: {warning}")  # e.g. deprecated API versions: worth seeing
     lines = r.stdout.strip().splitlines()
     check(lines and all("(server dry run)" in ln for ln in lines),
           f"{what}: unexpected output: {r.stdout.strip()}")
@@ -52,7 +54,7 @@ def kueue_crds(work):
 
 
 def test_deploy(work):
-    kubectl("create", "namespace", NAMESPACE)
+    kubectl("create", "namespace", NAMESPACE, "--save-config")  # as if applied
     rendered = kubectl("kustomize", os.path.join(REPO, "deploy")).stdout
     lines = dry_run("kubectl kustomize deploy/", "-f", "-", input=rendered)
     kinds = {ln.split("/")[0].split(".")[0] for ln in lines}
