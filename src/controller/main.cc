@@ -40,6 +40,7 @@ struct RunFlags {
   int workers = 2;
   int resync_minutes = 10;
   std::string kueue_workload_api = "kueue.x-k8s.io/v1beta1";
+  int watch_timeout_s = 300;
 };
 
 // One JSON object per line: {"ts", "level", "msg"}.
@@ -133,6 +134,7 @@ int Run(const RunFlags& flags, const DesiredOptions& desired_options) {
     o.name = std::move(name);
     o.collection_path = std::move(path);
     o.label_selector = std::move(selector);
+    o.watch_timeout_s = flags.watch_timeout_s;
     return o;
   };
   Informer mc_informer(
@@ -304,6 +306,10 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1440));
     cmd->add_option("--kueue-workload-api", flags.kueue_workload_api,
                     "apiVersion of Kueue's Workload");
+    // Short values let tests see watches closed by the server and resumed.
+    cmd->add_option("--watch-timeout-seconds", flags.watch_timeout_s,
+                    "ask the API server to end each watch after this long")
+        ->check(CLI::Range(1, 3600));
   }
 
   std::string render_file;

@@ -320,6 +320,8 @@ void Informer::Run(StopSignal& stop) {
     switch (Watch(stop, &*resource_version)) {
       case WatchEnd::kClosed:
         backoff.Reset();  // normal timeout: re-watch from where we are
+        spdlog::debug("watch {}: ended by the server; resuming at {}",
+                      options_.name, *resource_version);
         break;
       case WatchEnd::kGone:
         spdlog::info("watch {}: resourceVersion too old, re-listing",
