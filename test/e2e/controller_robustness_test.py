@@ -165,6 +165,23 @@ def test_compaction_410(work):
     log("compaction: watches got 410, re-listed, later changes reconciled")
 
 
+def test_watch_ended_by_server(work):
+    """The API server ends each watch after --watch-timeout-seconds: the
+    controller resumes from its resourceVersion (no re-list) and reconciles."""
+    ns = "e2e-rewatch"
+    create_namespace(ns)
+    ctl = Controller(work, "rewatch", "--watch-timeout-seconds", "2")
+    ctl.wait_ready()
+    wait_for("3 watches of miniclusters ended and resumed",
+             lambda: ctl.count(r"watch miniclusters: ended by the server; resuming") >= 3, timeout=30)
+    apply(minicluster("late", ns, size=1))
+    running_with_job(ns, "late")
+    for r in ("miniclusters", "jobs", "services"):
+        check_eq(ctl.count(rf"debug listed \d+ {r} "), 1, f"lists of {r}")
+    check_eq(ctl.count(r" warning "), 0, "warnings in the controller log")
+    log(f"{ctl.count('ended by the server')} watches ended by the server and resumed without re-list")
+
+
 def leader(ctls, lease_ns):
     lease = get("lease", "mc-e2e", lease_ns)
     holder = (lease or {}).get("spec", {}).get("holderIdentity")
@@ -253,4 +270,4 @@ def test_leader_election(work):
 
 if __name__ == "__main__":
     main([test_schema_refuses_invalid, test_apiserver_restart, test_compaction_410,
-          test_leader_election])
+          test_watch_ended_by_server, test_leader_election])
