@@ -147,6 +147,11 @@ int main(int argc, char** argv) {
                    "tmpfs size limit of each volume")
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))
       ->capture_default_str();
+  serve_cmd->add_flag(
+      "--accept-readonly-false", serve.validation.accept_readonly_false,
+      "Publish requests with readonly=false too (for pod builders that "
+      "cannot set volumes[].csi.readOnly, e.g. flux-operator v1alpha2); "
+      "the volume is mounted read-only either way");
 
   CertArgs cert_args;
   auto* cert_cmd = app.add_subcommand(

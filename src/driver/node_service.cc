@@ -29,14 +29,17 @@ void LogOutcome(std::string_view rpc, std::string_view volume_id,
 }  // namespace
 
 NodeService::NodeService(std::string node_id, Publisher& publisher,
-                         Metrics* metrics)
-    : node_id_(std::move(node_id)), publisher_(publisher), metrics_(metrics) {}
+                         Metrics* metrics, ValidationPolicy policy)
+    : node_id_(std::move(node_id)),
+      publisher_(publisher),
+      metrics_(metrics),
+      policy_(policy) {}
 
 grpc::Status NodeService::NodePublishVolume(
     grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* request,
     csi::v1::NodePublishVolumeResponse*) {
   const auto start = std::chrono::steady_clock::now();
-  auto spec = ValidatePublishRequest(*request);
+  auto spec = ValidatePublishRequest(*request, policy_);
   grpc::Status status =
       spec ? publisher_.Publish(*spec) : spec.error().ToStatus();
   LogOutcome("NodePublishVolume", spec ? spec->volume_id : "(invalid)", status,

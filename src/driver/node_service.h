@@ -14,7 +14,7 @@ class NodeService final : public csi::v1::Node::Service {
  public:
   // `metrics` (optional) counts and times publish and unpublish.
   NodeService(std::string node_id, Publisher& publisher,
-              Metrics* metrics = nullptr);
+              Metrics* metrics = nullptr, ValidationPolicy policy = {});
 
   grpc::Status NodePublishVolume(
       grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* request,
@@ -34,6 +34,7 @@ class NodeService final : public csi::v1::Node::Service {
   const std::string node_id_;
   Publisher& publisher_;
   Metrics* const metrics_;
+  const ValidationPolicy policy_;
 };
 
 }  // namespace fcc::driver

@@ -131,7 +131,7 @@ int Serve(const ServeOptions& options) {
   Publisher publisher(host_fs, keys, options.publisher);
   IdentityService identity;
   Metrics metrics(&keys);
-  NodeService node(options.node_id, publisher, &metrics);
+  NodeService node(options.node_id, publisher, &metrics, options.validation);
   // /healthz is 200 only while the CSI socket is being served.
   std::atomic<bool> serving{false};
   std::unique_ptr<HttpServer> http;

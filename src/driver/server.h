@@ -14,6 +14,7 @@ struct ServeOptions {
   std::string master_key_file;
   std::string metrics_address;  // host:port for /metrics, /healthz; "" = off
   PublisherOptions publisher;
+  ValidationPolicy validation;
 };
 
 // "unix:///abs/path" or "unix:/abs/path" → "/abs/path"; other schemes are

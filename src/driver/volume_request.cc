@@ -176,7 +176,8 @@ std::expected<Owner, std::string> ParseOwner(std::string_view text) {
 }
 
 std::expected<PublishSpec, RequestError> ValidatePublishRequest(
-    const csi::v1::NodePublishVolumeRequest& request) {
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy) {
   PublishSpec spec;
   auto volume_id = CheckVolumeId(request.volume_id());
   if (!volume_id) return std::unexpected(volume_id.error());
@@ -189,10 +190,12 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
   if (auto cap = CheckCapability(request); !cap) {
     return std::unexpected(cap.error());
   }
-  if (!request.readonly()) {
+  if (!request.readonly() && !policy.accept_readonly_false) {
     return Invalid(
         "readonly must be true: curve volumes are always read-only; set "
-        "readOnly: true in the pod's volumes[].csi");
+        "readOnly: true in the pod's volumes[].csi (where pods cannot say "
+        "so, e.g. flux-operator v1alpha2, start the driver with "
+        "--accept-readonly-false)");
   }
   // NodeStage is not offered, so a staging path means a confused caller.
   if (!request.staging_target_path().empty()) {

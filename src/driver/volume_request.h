@@ -64,8 +64,17 @@ struct RequestError {
   grpc::Status ToStatus() const { return grpc::Status(code, message); }
 };
 
+// What an operator may relax for the whole node (serve flags).
+struct ValidationPolicy {
+  // Accept readonly=false: some pod builders (flux-operator v1alpha2) cannot
+  // set volumes[].csi.readOnly. The volume is read-only either way; the
+  // default insists the pod spec says so.
+  bool accept_readonly_false = false;
+};
+
 std::expected<PublishSpec, RequestError> ValidatePublishRequest(
-    const csi::v1::NodePublishVolumeRequest& request);
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy = {});
 
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
     const csi::v1::NodeUnpublishVolumeRequest& request);

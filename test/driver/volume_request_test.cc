@@ -186,6 +186,17 @@ TEST(ValidatePublishRequest, RequiresReadonly) {
   ExpectInvalid(r, "readonly", "readOnly: true");
 }
 
+TEST(ValidatePublishRequest, PolicyMayAcceptReadonlyFalse) {
+  auto r = GoodRequest();
+  r.set_readonly(false);
+  EXPECT_TRUE(
+      ValidatePublishRequest(r, {.accept_readonly_false = true}).has_value());
+  // The policy relaxes nothing else.
+  r.mutable_volume_context()->erase("csi.storage.k8s.io/ephemeral");
+  EXPECT_FALSE(
+      ValidatePublishRequest(r, {.accept_readonly_false = true}).has_value());
+}
+
 TEST(ValidatePublishRequest, RefusesStagingPath) {
   auto r = GoodRequest();
   r.set_staging_target_path("/var/lib/kubelet/plugins/staging");
