@@ -12,6 +12,7 @@ through pods/status. The real garbage collector deletes Jobs and Services.
 
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -309,5 +310,71 @@ def test_deployed_rbac(work):
     check_eq(bad, [], "RBAC refusals in the controller log")
 
 
+def write_atomically(path, text):
+    with open(path + ".new", "w") as f:
+        f.write(text)
+    os.replace(path + ".new", path)  # as kubelet swaps projected files
+
+
+def test_in_cluster_token_rotation(work):
+    """In-cluster config (KUBERNETES_SERVICE_HOST/PORT and the files under
+    /var/run/secrets/kubernetes.io/serviceaccount, mounted in a private
+    mount namespace) and the token re-read on every request: after the
+    token is replaced and the old one invalidated, the controller goes on."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        check(os.environ.get("FCC_REQUIRE_MOUNT_TESTS") != "1", "needs root and unshare")
+        log("skipped: needs root and unshare -m")
+        return
+    sa_ns, ns = "flux-curve-csi", "e2e-incluster"
+    create_namespace(sa_ns)
+    create_namespace(ns)
+    kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
+
+    def bound_token(anchor):
+        # Bound to a Secret: deleting the Secret invalidates the token.
+        kubectl("create", "secret", "generic", anchor, "-n", sa_ns)
+        return kubectl("create", "token", "minicluster-controller", "-n", sa_ns, "--duration=1h",
+                       "--bound-object-kind=Secret", f"--bound-object-name={anchor}").stdout.strip()
+
+    def token_works(token):
+        r = kubectl("--kubeconfig=/dev/null", f"--server={os.environ['FCC_CP_APISERVER']}",
+                    f"--certificate-authority={os.environ['FCC_CP_DIR']}/pki/ca.crt",
+                    f"--token={token}", "auth", "whoami", check_rc=False)
+        return r.returncode == 0
+
+    sa_dir = os.path.join(work, "serviceaccount")
+    os.makedirs(sa_dir)
+    shutil.copy(os.path.join(os.environ["FCC_CP_DIR"], "pki", "ca.crt"), sa_dir)
+    write_atomically(os.path.join(sa_dir, "namespace"), sa_ns)
+    first = bound_token("token-anchor-1")
+    write_atomically(os.path.join(sa_dir, "token"), first)
+    target = "/run/secrets/kubernetes.io/serviceaccount"  # /var/run -> /run
+    # Private /run for the controller only; the bind mount shows later
+    # changes to sa_dir (the token swap) as a projected volume would.
+    script = (f"mount -t tmpfs tmpfs /run && mkdir -p {target} && "
+              f"mount --bind {sa_dir} {target} && exec \"$@\"")
+    port = os.environ["FCC_CP_APISERVER"].rsplit(":", 1)[1]
+    ctl = Controller(work, "in-cluster", "--leader-elect", kubeconfig="",
+                     wrapper=["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"],
+                     env={**os.environ, "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                          "KUBERNETES_SERVICE_PORT": port})
+    ctl.wait_ready()
+    wait_for("the lease", lambda: ctl.count("acquired lease") == 1, timeout=30)
+    apply(minicluster("one", ns, size=1))
+    wait_state(ns, "one", "Running")
+
+    second = bound_token("token-anchor-2")
+    write_atomically(os.path.join(sa_dir, "token"), second)
+    kubectl("delete", "secret", "token-anchor-1", "-n", sa_ns)
+    wait_for("the first token to be refused", lambda: not token_works(first), timeout=30)
+    check(token_works(second), "the second token does not work")
+    apply(minicluster("two", ns, size=1))
+    wait_state(ns, "two", "Running")
+    time.sleep(3)  # a few Lease renewals with the new token
+    check(ctl.alive(), f"controller exited: {ctl.tail()}")
+    check(ctl.count("lost lease") == 0, "lost the lease after the token swap")
+    log("in-cluster config; token replaced and the old one invalidated: still reconciling")
+
+
 if __name__ == "__main__":
-    main([test_lifecycle, test_name_taken, test_deployed_rbac])
+    main([test_lifecycle, test_name_taken, test_deployed_rbac, test_in_cluster_token_rotation])

@@ -131,7 +131,8 @@ def install_crd():
 
 
 def create_namespace(ns):
-    kubectl("create", "namespace", ns)
+    if get("namespace", ns) is None:  # tests may share one (flux-curve-csi)
+        kubectl("create", "namespace", ns)
     wait_for(f"default ServiceAccount in {ns}",
              lambda: get("serviceaccount", "default", ns), timeout=60)
 
@@ -277,16 +278,21 @@ class Controller:
 
     all = []
 
-    def __init__(self, work, name, *args, kubeconfig=None):
+    def __init__(self, work, name, *args, kubeconfig=None, wrapper=(), env=None):
+        """kubeconfig "" means in-cluster config; `wrapper` is a command
+        that ends by exec'ing its arguments (same pid: signals reach us)."""
         self.name = name
         self.log_path = os.path.join(work, f"controller-{name}.log")
         self.health_port = free_port()
         binary = os.environ["FCC_CONTROLLER"]
+        if kubeconfig != "":
+            args = ("--kubeconfig", kubeconfig or os.environ["KUBECONFIG"], *args)
         self.log_file = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [binary, "--kubeconfig", kubeconfig or os.environ["KUBECONFIG"], "--log-level", "debug",
+            [*wrapper, binary, "--log-level", "debug",
              "--health-addr", f"127.0.0.1:{self.health_port}", *args],
-            stdout=self.log_file, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            stdout=self.log_file, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+            env=env)
         Controller.all.append(self)
 
     def alive(self):
