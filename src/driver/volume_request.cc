@@ -81,6 +81,20 @@ std::expected<std::string, RequestError> CheckTargetPath(std::string_view p) {
   return path;
 }
 
+// The two fields every publish and unpublish carries, checked in the same
+// order so both RPCs report the same first error.
+std::expected<void, RequestError> CheckVolumeAndTarget(
+    std::string_view volume_id, std::string_view target_path,
+    std::string& volume_id_out, std::string& target_path_out) {
+  auto id = CheckVolumeId(volume_id);
+  if (!id) return std::unexpected(id.error());
+  auto target = CheckTargetPath(target_path);
+  if (!target) return std::unexpected(target.error());
+  volume_id_out = std::move(*id);
+  target_path_out = std::move(*target);
+  return {};
+}
+
 std::expected<void, RequestError> CheckCapability(
     const csi::v1::NodePublishVolumeRequest& request) {
   if (!request.has_volume_capability()) {
@@ -179,13 +193,12 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {
   PublishSpec spec;
-  auto volume_id = CheckVolumeId(request.volume_id());
-  if (!volume_id) return std::unexpected(volume_id.error());
-  spec.volume_id = std::move(*volume_id);
-
-  auto target = CheckTargetPath(request.target_path());
-  if (!target) return std::unexpected(target.error());
-  spec.target_path = std::move(*target);
+  if (auto ids =
+          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
+                               spec.volume_id, spec.target_path);
+      !ids) {
+    return std::unexpected(ids.error());
+  }
 
   if (auto cap = CheckCapability(request); !cap) {
     return std::unexpected(cap.error());
@@ -284,12 +297,12 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
     const csi::v1::NodeUnpublishVolumeRequest& request) {
   UnpublishSpec spec;
-  auto volume_id = CheckVolumeId(request.volume_id());
-  if (!volume_id) return std::unexpected(volume_id.error());
-  spec.volume_id = std::move(*volume_id);
-  auto target = CheckTargetPath(request.target_path());
-  if (!target) return std::unexpected(target.error());
-  spec.target_path = std::move(*target);
+  if (auto ids =
+          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
+                               spec.volume_id, spec.target_path);
+      !ids) {
+    return std::unexpected(ids.error());
+  }
   return spec;
 }
 
