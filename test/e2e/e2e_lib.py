@@ -217,14 +217,18 @@ class Api:
 class Watcher:
     """`kubectl get --watch --output-watch-events -o json` in the background:
     every event as the API server sent it, in order (e.g. a Job's first
-    ADDED event shows it as created)."""
+    ADDED event shows it as created), so short-lived objects and transient
+    field values are seen too. ns=None watches all namespaces;
+    managed_fields=True keeps metadata.managedFields in the events."""
 
-    def __init__(self, kind, ns, work):
+    def __init__(self, kind, ns, work, managed_fields=False):
         self.events = []
         self.lock = threading.Lock()
-        self.out = open(os.path.join(work, f"watch-{kind}-{ns}.json"), "w")
+        self.out = open(os.path.join(work, f"watch-{kind}-{ns or 'all'}.json"), "w")
+        scope = ["-n", ns] if ns else ["-A"]
+        extra = ["--show-managed-fields"] if managed_fields else []
         self.proc = subprocess.Popen(
-            ["kubectl", "get", kind, "-n", ns, "--watch", "--output-watch-events", "-o", "json"],
+            ["kubectl", "get", kind, *scope, "--watch", "--output-watch-events", *extra, "-o", "json"],
             stdout=subprocess.PIPE, stderr=self.out, text=True, preexec_fn=_die_with_parent)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -249,6 +253,13 @@ class Watcher:
         with self.lock:
             return [e for e in self.events if e["object"]["metadata"]["name"] == name]
 
+    def snapshot(self):
+        with self.lock:
+            return list(self.events)
+
+    def alive(self):
+        return self.proc.poll() is None
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -256,6 +267,7 @@ class Watcher:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        self.thread.join(timeout=10)
         self.out.close()
 
 

@@ -39,16 +39,19 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import urllib.request
 
 import yaml  # python3-yaml (scripts/install-deps)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
+import e2e_lib  # noqa: E402
+from e2e_lib import (Failure, Watcher, _die_with_parent, check, cond_true,  # noqa: E402
+                     condition as cond, free_port, kubectl, wait_for)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(REPO, "examples", "kueue")
@@ -61,51 +64,18 @@ T0 = time.monotonic()
 WORKLOAD_API = os.environ.get("FCC_KUEUE_WORKLOAD_API", "")  # empty: the controller's default (v1beta1)
 
 
-class Failure(Exception):
-    pass
-
-
 def log(msg):
     print(f"kueue: [{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
 
 
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
-def _die_with_parent():
-    # If the test process dies (even by SIGKILL), its children die too.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # ------------------------------------------------------------------ kubectl
 
-def kubectl(*args, input=None, check_rc=True, timeout=60):
-    r = subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, timeout=timeout)
-    if check_rc and r.returncode != 0:
-        raise Failure(f"kubectl {' '.join(args)}: rc={r.returncode}: {r.stderr.strip()}")
-    return r
-
-
 def get(kind, name, ns=NS):
-    r = kubectl("get", kind, name, "-n", ns, "-o", "json", check_rc=False)
-    if r.returncode != 0:
-        if "NotFound" in r.stderr:
-            return None
-        raise Failure(f"kubectl get {kind} {name}: {r.stderr.strip()}")
-    return json.loads(r.stdout)
+    return e2e_lib.get(kind, name, ns)
 
 
 def items(kind, ns=NS, selector=None):
-    args = ["get", kind, "-n", ns, "-o", "json"] + (["-l", selector] if selector else [])
-    return json.loads(kubectl(*args).stdout)["items"]
+    return e2e_lib.items(kind, ns, selector)
 
 
 APPLIED = set()  # example files applied, so the test can prove it used them all
@@ -122,88 +92,6 @@ def apply_example(fname, name=None):
         check(n == 1, f"{fname}: no metadata.name line")
     kubectl("apply", "-f", "-", input=text)
     APPLIED.add(fname)
-
-
-def wait_for(what, fn, timeout=60, interval=0.25):
-    """Poll fn() until it returns a true value (returned); Failure at timeout."""
-    end = time.monotonic() + timeout
-    last_err = None
-    while True:
-        try:
-            v = fn()
-            if v:
-                return v
-        except Failure as e:
-            last_err = e
-        if time.monotonic() > end:
-            raise Failure(f"timed out after {timeout}s waiting for {what}" +
-                          (f" (last error: {last_err})" if last_err else ""))
-        time.sleep(interval)
-
-
-def cond(obj, ctype):
-    for c in (obj or {}).get("status", {}).get("conditions", []) or []:
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
-def cond_true(obj, ctype):
-    c = cond(obj, ctype)
-    return c is not None and c.get("status") == "True"
-
-
-# ------------------------------------------------------------------ watches
-
-class Watcher:
-    """`kubectl get KIND -A --watch --output-watch-events -o json` in the
-    background: every event in order, so short-lived objects and transient
-    field values are seen too."""
-
-    def __init__(self, kind, work):
-        self.kind = kind
-        self.events = []
-        self.lock = threading.Lock()
-        self.out = open(os.path.join(work, f"watch-{kind}.json"), "w")
-        self.proc = subprocess.Popen(
-            ["kubectl", "get", kind, "-A", "--watch", "--output-watch-events", "--show-managed-fields",
-             "-o", "json"],
-            stdout=subprocess.PIPE, stderr=self.out, text=True, preexec_fn=_die_with_parent)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        decoder = json.JSONDecoder()
-        buf = ""
-        for line in self.proc.stdout:
-            self.out.write(line)
-            buf += line
-            while True:
-                buf = buf.lstrip()
-                try:
-                    event, end = decoder.raw_decode(buf)
-                except ValueError:
-                    break
-                buf = buf[end:]
-                with self.lock:
-                    self.events.append(event)
-
-    def snapshot(self):
-        with self.lock:
-            return list(self.events)
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.thread.join(timeout=10)
-        self.out.close()
 
 
 # ------------------------------------------------------------------ processes
@@ -726,7 +614,7 @@ def inside(kueue_dir):
         procs.append(kueue)
         controller = start_controller(work)
         procs.append(controller)
-        pods_watch, jobs_watch = Watcher("pods", work), Watcher("jobs", work)
+        pods_watch, jobs_watch = Watcher("pods", None, work, managed_fields=True), Watcher("jobs", None, work, managed_fields=True)
         watches += [pods_watch, jobs_watch]
         time.sleep(1)  # let the watches connect before anything is created
         scenario(work, kueue, controller, pods_watch, jobs_watch)
