@@ -273,16 +273,16 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   std::string log_level = "info";
   DesiredOptions desired;
-  app.add_option("--log-format", log_format, "text or json")
-      ->check(CLI::IsMember({"text", "json"}));
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  app.add_option("--cluster-domain", desired.cluster_domain,
-                 "cluster DNS domain brokers use to reach each other");
-
   RunFlags flags;
   auto* run = app.add_subcommand("run", "reconcile MiniClusters (the default)");
   for (CLI::App* cmd : {static_cast<CLI::App*>(&app), run}) {
+    // Also after "run": the Deployment passes `run --log-format=json`.
+    cmd->add_option("--log-format", log_format, "text or json")
+        ->check(CLI::IsMember({"text", "json"}));
+    cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    cmd->add_option("--cluster-domain", desired.cluster_domain,
+                    "cluster DNS domain brokers use to reach each other");
     // Accepted before or after "run", so the default subcommand can be omitted.
     cmd->add_option(
         "--kubeconfig", flags.kubeconfig,
