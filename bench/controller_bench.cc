@@ -1,0 +1,695 @@
+// controller_bench: how long the real minicluster-controller takes to give
+// N MiniClusters their Job and Service on a real control plane, against a
+// floor measured in the same run: the same N Jobs and N Services (built by
+// the same pure functions of desired.h from the same MiniClusters, sent by
+// the same libcurl KubeClient) POSTed straight to the API server at the
+// controller's concurrency. Also the controller's memory and CPU.
+//
+// Runs inside `scripts/controlplane run DIR -- ...` (KUBECONFIG and
+// FCC_CP_DIR come from there). The machine is shared and noisy, so what
+// matters is the ratio against the floor of the same run. It prints
+// numbers; it is not a pass/fail test on time.
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "desired.h"
+#include "kube_client.h"
+#include "minicluster.h"
+#include "reconciler.h"
+#include "watch.h"
+#include "yaml_json.h"
+
+namespace {
+
+namespace ctl = fcc::controller;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct Args {
+  int count = 1000;
+  int workers = 2;  // the controller's default --workers
+  bool serial_floor = false;
+  std::string controller = FCC_CONTROLLER_BINARY;
+  std::string crd = FCC_CRD_FILE;
+  std::string log_dir = "/tmp";
+  int timeout_s = 900;
+};
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "controller_bench: %s\n", message.c_str());
+  std::exit(1);
+}
+
+// ------------------------------------------------------------ /proc readings
+
+struct ProcMemory {
+  double rss_mib = 0, hwm_mib = 0, anon_mib = 0, file_mib = 0;
+};
+
+ProcMemory ReadMemory(pid_t pid) {
+  ProcMemory m;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    double kib = 0;
+    if (key == "VmRSS:" && in >> kib) m.rss_mib = kib / 1024;
+    if (key == "VmHWM:" && in >> kib) m.hwm_mib = kib / 1024;
+    if (key == "RssAnon:" && in >> kib) m.anon_mib = kib / 1024;
+    if (key == "RssFile:" && in >> kib) m.file_mib = kib / 1024;
+    in.ignore(1 << 20, '\n');
+  }
+  return m;
+}
+
+// utime + stime of `pid` in seconds; 0 when it is gone or pid is 0.
+double CpuSeconds(pid_t pid) {
+  if (pid <= 0) return 0;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// The control plane's component pids, from scripts/controlplane's state.
+std::map<std::string, pid_t> ControlPlanePids() {
+  std::map<std::string, pid_t> pids;
+  const char* dir = std::getenv("FCC_CP_DIR");
+  if (dir == nullptr) return pids;
+  std::ifstream in(std::string(dir) + "/state.json");
+  json state = json::parse(in, nullptr, false);
+  if (!state.is_object()) return pids;
+  const json pid_by_component = state.value("pid", json::object());
+  for (const auto& [comp, pid] : pid_by_component.items()) {
+    if (pid.is_number_integer()) pids[comp] = pid.get<pid_t>();
+  }
+  return pids;
+}
+
+// CPU seconds of the controller and of each control-plane component.
+struct CpuSnapshot {
+  std::map<std::string, double> seconds;
+  static CpuSnapshot Take(pid_t controller,
+                          const std::map<std::string, pid_t>& plane) {
+    CpuSnapshot s;
+    if (controller > 0) s.seconds["controller"] = CpuSeconds(controller);
+    for (const auto& [comp, pid] : plane) s.seconds[comp] = CpuSeconds(pid);
+    return s;
+  }
+  std::string Since(const CpuSnapshot& before) const {
+    std::string out;
+    char buf[96];
+    for (const auto& [name, s] : seconds) {
+      auto it = before.seconds.find(name);
+      std::snprintf(buf, sizeof buf, "%s%s %.1f", out.empty() ? "" : ", ",
+                    name.c_str(),
+                    s - (it == before.seconds.end() ? 0 : it->second));
+      out += buf;
+    }
+    return out;
+  }
+};
+
+// ------------------------------------------------------------ API helpers
+
+void CheckOk(const ctl::HttpResponse& r, const std::string& what,
+             bool allow_conflict = false) {
+  if (r.ok() || (allow_conflict && r.status == 409)) return;
+  Die(what + ": " + r.Describe());
+}
+
+void InstallCrd(const ctl::KubeClient& client, const std::string& crd_file) {
+  std::ifstream in(crd_file);
+  if (!in) Die("cannot read " + crd_file);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  for (const json& crd : ctl::YamlToJson(text)) {
+    if (!crd.is_object()) continue;
+    CheckOk(
+        client.Request(
+            "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            crd.dump()),
+        "create CRD", /*allow_conflict=*/true);
+  }
+  const std::string path =
+      "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+      "miniclusters.minicluster.dev";
+  for (int i = 0; i < 300; ++i) {
+    json crd = json::parse(client.Request("GET", path).body, nullptr, false);
+    if (crd.is_object()) {
+      for (const auto& c : crd.value("status", json::object())
+                               .value("conditions", json::array())) {
+        if (c.value("type", "") == "Established" &&
+            c.value("status", "") == "True") {
+          // The CRD's REST endpoint serves a moment after Established.
+          for (int j = 0; j < 100; ++j) {
+            if (client
+                    .Request("GET",
+                             ctl::CollectionPath(ctl::kApiVersion, ctl::kPlural,
+                                                 "default"))
+                    .ok())
+              return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Die("the MiniCluster CRD did not become Established");
+}
+
+void CreateNamespace(const ctl::KubeClient& client, const std::string& ns) {
+  CheckOk(client.Request("POST", "/api/v1/namespaces",
+                         json{{"apiVersion", "v1"},
+                              {"kind", "Namespace"},
+                              {"metadata", {{"name", ns}}}}
+                             .dump()),
+          "create namespace " + ns);
+}
+
+// Deletes `ns` and waits until it is gone, so its objects (and the garbage
+// collector's work on them) cannot overlap the next phase.
+double DeleteNamespaceAndWait(const ctl::KubeClient& client,
+                              const std::string& ns, int timeout_s) {
+  const auto start = Clock::now();
+  CheckOk(client.Request("DELETE", "/api/v1/namespaces/" + ns),
+          "delete namespace " + ns);
+  while (Clock::now() - start < std::chrono::seconds(timeout_s)) {
+    auto r = client.Request("GET", "/api/v1/namespaces/" + ns);
+    if (r.status == 404) return Seconds(Clock::now() - start);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  Die("namespace " + ns + " still there after " + std::to_string(timeout_s) +
+      " s");
+}
+
+// One MiniCluster of the benchmark: queued (Kueue's queue-name label; no
+// Kueue runs here), so its Job stays suspended and the Job controller of
+// kube-controller-manager creates no pods, in both phases alike.
+json BenchMiniCluster(const std::string& ns, int i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "mc-%05d", i);
+  return json{
+      {"apiVersion", ctl::kApiVersion},
+      {"kind", ctl::kKind},
+      {"metadata",
+       {{"name", name},
+        {"namespace", ns},
+        {"labels", {{ctl::kQueueNameLabel, "bench-queue"}}}}},
+      {"spec",
+       {{"size", 4},
+        {"image", "fluxrm/flux-sched:bookworm"},
+        {"command", {"flux", "run", "-N", "4", "hostname"}},
+        {"fluxUser", {{"uid", 1000}, {"gid", 1000}}},
+        {"resources", {{"requests", {{"cpu", "1"}, {"memory", "512Mi"}}}}}}}};
+}
+
+// Runs `count` requests on `concurrency` threads, each taking the next
+// index; returns the time from the first request to the last response.
+double RunConcurrently(int count, int concurrency,
+                       const std::function<void(int)>& request) {
+  std::atomic<int> next{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < concurrency; ++t) {
+    threads.emplace_back([&] {
+      for (int i = next++; i < count; i = next++) request(i);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return Seconds(Clock::now() - start);
+}
+
+// Creates the MiniClusters of `ns`; returns the created objects (with the
+// uid the controller puts in ownerReferences) and the time it took.
+std::vector<json> CreateMiniClusters(const ctl::KubeClient& client,
+                                     const std::string& ns, int count,
+                                     int concurrency, double* seconds,
+                                     Clock::time_point* first_request) {
+  std::vector<json> created(count);
+  const std::string path =
+      ctl::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
+  if (first_request) *first_request = Clock::now();
+  *seconds = RunConcurrently(count, concurrency, [&](int i) {
+    auto r = client.Request("POST", path, BenchMiniCluster(ns, i).dump());
+    CheckOk(r, "create MiniCluster");
+    created[i] = json::parse(r.body);
+  });
+  return created;
+}
+
+struct FloorResult {
+  int concurrency = 0;
+  double minicluster_create_s = 0;
+  double job_service_s = 0;  // the floor
+  double namespace_delete_s = 0;
+  std::string cpu;
+};
+
+// The floor: the Jobs and Services the controller would make for these
+// very MiniClusters (so ownerReferences point at live owners and the
+// garbage collector leaves them alone), POSTed by a plain client.
+FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
+                     const std::string& ns, int concurrency) {
+  FloorResult result;
+  result.concurrency = concurrency;
+  CreateNamespace(client, ns);
+  const auto miniclusters =
+      CreateMiniClusters(client, ns, args.count, concurrency,
+                         &result.minicluster_create_s, nullptr);
+  // Built before the clock starts: the controller builds them too, but the
+  // floor is the API server's cost, and building is cheap next to it.
+  const ctl::DesiredOptions options;
+  struct Creation {
+    std::string path, body, field_manager;
+  };
+  std::vector<Creation> creations;
+  for (const json& object : miniclusters) {
+    auto parsed = ctl::ParseMiniCluster(object);
+    if (!parsed.ok()) Die("bench MiniCluster invalid: " + parsed.ErrorText());
+    const auto& mc = *parsed.minicluster;
+    creations.push_back({ctl::CollectionPath("batch/v1", "jobs", ns),
+                         ctl::DesiredJob(mc, options).dump(),
+                         ctl::kCreateFieldManager});
+    creations.push_back({ctl::CollectionPath("v1", "services", ns),
+                         ctl::DesiredService(mc, options).dump(),
+                         ctl::kFieldManager});
+  }
+  const auto plane = ControlPlanePids();
+  const auto cpu_before = CpuSnapshot::Take(0, plane);
+  result.job_service_s = RunConcurrently(
+      static_cast<int>(creations.size()), concurrency, [&](int i) {
+        const auto& c = creations[i];
+        CheckOk(client.Request(
+                    "POST",
+                    c.path + "?fieldManager=" + ctl::UrlEncode(c.field_manager),
+                    c.body),
+                "floor create");
+      });
+  result.cpu = CpuSnapshot::Take(0, plane).Since(cpu_before);
+  result.namespace_delete_s =
+      DeleteNamespaceAndWait(client, ns, args.timeout_s);
+  return result;
+}
+
+// ------------------------------------------------------------ observer
+
+// Watches one collection of `ns` from `resource_version` and notes when the
+// `count`-th object was ADDED. Counts raw lines (no JSON parse) so the
+// observer costs next to nothing.
+class AddedCounter {
+ public:
+  AddedCounter(const ctl::KubeClient& client, std::string collection,
+               std::string resource_version, int count)
+      : client_(client),
+        collection_(std::move(collection)),
+        resource_version_(std::move(resource_version)),
+        count_(count) {}
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  // Waits until all were seen or the deadline passed; true if all were seen.
+  bool Wait(Clock::time_point deadline) {
+    while (!done_.load() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    stop_ = true;
+    thread_.join();
+    return done_.load();
+  }
+  Clock::time_point done_at() const { return done_at_; }
+  int seen() const { return seen_.load(); }
+
+ private:
+  void Run() {
+    ctl::LineBuffer lines;
+    std::string rv = resource_version_;
+    while (!stop_.load() && !done_.load()) {
+      const std::string path = collection_ + "?watch=1&resourceVersion=" + rv +
+                               "&timeoutSeconds=3600";
+      auto response = client_.Stream(
+          path,
+          [&](std::string_view data) {
+            lines.Append(data);
+            std::string line;
+            while (lines.NextLine(&line)) {
+              if (line.rfind("{\"type\":\"ADDED\"", 0) != 0) continue;
+              if (++seen_ == count_) {
+                done_at_ = Clock::now();
+                done_ = true;
+                return false;
+              }
+            }
+            return true;
+          },
+          stop_, 60);
+      if (!done_.load() && !stop_.load()) {
+        // Never expected within one run; resuming would need the last
+        // resourceVersion, so say so rather than count twice.
+        std::fprintf(stderr, "controller_bench: watch %s ended: %s\n",
+                     collection_.c_str(), response.Describe().c_str());
+        return;
+      }
+    }
+  }
+
+  const ctl::KubeClient& client_;
+  const std::string collection_, resource_version_;
+  const int count_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false}, done_{false};
+  std::atomic<int> seen_{0};
+  Clock::time_point done_at_;
+};
+
+std::string ListResourceVersion(const ctl::KubeClient& client,
+                                const std::string& collection) {
+  auto r = client.Request("GET", collection + "?limit=1");
+  CheckOk(r, "list " + collection);
+  return json::parse(r.body)["metadata"].value("resourceVersion", "");
+}
+
+// ------------------------------------------------------------ controller
+
+class ControllerProcess {
+ public:
+  ControllerProcess(const Args& args, const std::string& kubeconfig,
+                    const std::string& lease_namespace,
+                    const std::string& log_path)
+      : log_path_(log_path) {
+    health_port_ = 20000 + getpid() % 20000;
+    const std::vector<std::string> argv_strings = {
+        args.controller, "run", "--kubeconfig=" + kubeconfig,
+        "--workers=" + std::to_string(args.workers),
+        "--health-addr=127.0.0.1:" + std::to_string(health_port_),
+        // As deploy/controller/deployment.yaml runs it.
+        "--leader-elect", "--leader-election-namespace=" + lease_namespace,
+        "--log-format=json"};
+    pid_ = fork();
+    if (pid_ < 0) Die("fork failed");
+    if (pid_ == 0) {
+      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      std::vector<char*> argv;
+      for (const auto& s : argv_strings)
+        argv.push_back(const_cast<char*>(s.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~ControllerProcess() { Stop(); }
+
+  pid_t pid() const { return pid_; }
+
+  // Polls /readyz (200 once every informer listed).
+  bool WaitReady(int timeout_s) {
+    CURL* curl = curl_easy_init();
+    const std::string url =
+        "http://127.0.0.1:" + std::to_string(health_port_) + "/readyz";
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    bool ready = false;
+    while (!ready && Clock::now() < deadline && Alive()) {
+      long status = 0;
+      if (curl_easy_perform(curl) == CURLE_OK)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+      ready = status == 200;
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    curl_easy_cleanup(curl);
+    return ready;
+  }
+
+  bool Alive() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+  // Waits until the controller's log did not grow for `quiet` (it logs
+  // every write it makes, so it has nothing left to reconcile), at most
+  // `limit`. Returns the time until its last write. (Its CPU time never
+  // stays still: it renews its Lease every few seconds.)
+  double WaitQuiet(std::chrono::milliseconds quiet,
+                   std::chrono::seconds limit) {
+    const auto start = Clock::now();
+    auto size = [this] {
+      std::error_code ec;
+      return std::filesystem::file_size(log_path_, ec);
+    };
+    auto last = size();
+    auto last_change = Clock::now();
+    while (Clock::now() - start < limit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto now = size();
+      if (now != last) {
+        last = now;
+        last_change = Clock::now();
+      } else if (Clock::now() - last_change >= quiet) {
+        break;
+      }
+    }
+    return Seconds(last_change - start);
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 200 && waitpid(pid_, nullptr, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (waitpid(pid_, nullptr, WNOHANG) == 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    pid_ = -1;
+  }
+
+ private:
+  const std::string log_path_;
+  pid_t pid_ = -1;
+  int health_port_ = 0;
+};
+
+void PrintMemory(const char* when, const ProcMemory& m) {
+  std::printf("  %-44s %6.1f %6.1f %7.1f %7.1f\n", when, m.rss_mib, m.hwm_mib,
+              m.anon_mib, m.file_mib);
+}
+
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  CLI::App app{"controller_bench: minicluster-controller vs a plain client"};
+  app.add_option("--minicluster-count", args.count, "MiniClusters to create")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--workers", args.workers,
+                 "the controller's --workers, and the floor's concurrency")
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--serial-floor", args.serial_floor,
+               "also measure the floor at concurrency 1 (reference)");
+  app.add_option("--controller", args.controller,
+                 "minicluster-controller binary");
+  app.add_option("--crd", args.crd, "the MiniCluster CRD manifest");
+  app.add_option("--log-dir", args.log_dir, "where the controller's log goes");
+  app.add_option("--timeout", args.timeout_s, "give up a phase after (s)");
+  CLI11_PARSE(app, argc, argv);
+
+  const char* kubeconfig = std::getenv("KUBECONFIG");
+  if (kubeconfig == nullptr)
+    Die("KUBECONFIG unset; run under `scripts/controlplane run DIR -- ...`");
+  const ctl::KubeClient client(ctl::LoadKubeconfig(kubeconfig));
+  const auto plane = ControlPlanePids();
+
+  std::printf(
+      "controller_bench: %ld CPUs, load average %s at start; %d "
+      "MiniClusters, %d workers\n",
+      sysconf(_SC_NPROCESSORS_ONLN), LoadAverage().c_str(), args.count,
+      args.workers);
+  std::fflush(stdout);
+  InstallCrd(client, args.crd);
+
+  // Floor first, on an API server that has not seen the controller yet.
+  std::vector<FloorResult> floors;
+  floors.push_back(RunFloor(client, args, "bench-floor", args.workers));
+  if (args.serial_floor && args.workers != 1)
+    floors.push_back(RunFloor(client, args, "bench-floor-serial", 1));
+
+  // The controller phase.
+  const std::string ns = "bench-controller";
+  CreateNamespace(client, ns);
+  const std::string log_path =
+      args.log_dir + "/controller_bench-controller.log";
+  std::remove(log_path.c_str());
+  auto controller =
+      std::make_unique<ControllerProcess>(args, kubeconfig, ns, log_path);
+  const auto start_at = Clock::now();
+  if (!controller->WaitReady(120))
+    Die("the controller did not become ready; log: " + log_path);
+  const double ready_s = Seconds(Clock::now() - start_at);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const ProcMemory idle = ReadMemory(controller->pid());
+
+  const std::string jobs = ctl::CollectionPath("batch/v1", "jobs", ns);
+  const std::string services = ctl::CollectionPath("v1", "services", ns);
+  AddedCounter job_counter(client, jobs, ListResourceVersion(client, jobs),
+                           args.count);
+  AddedCounter service_counter(
+      client, services, ListResourceVersion(client, services), args.count);
+  job_counter.Start();
+  service_counter.Start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // watches open
+
+  const auto cpu_before = CpuSnapshot::Take(controller->pid(), plane);
+  Clock::time_point first_create;
+  double mc_create_s = 0;
+  CreateMiniClusters(client, ns, args.count, args.workers, &mc_create_s,
+                     &first_create);
+  const auto deadline = Clock::now() + std::chrono::seconds(args.timeout_s);
+  const bool all_jobs = job_counter.Wait(deadline);
+  const bool all_services = service_counter.Wait(deadline);
+  if (!all_jobs || !all_services) {
+    Die("timed out: " + std::to_string(job_counter.seen()) + " Jobs and " +
+        std::to_string(service_counter.seen()) + " Services of " +
+        std::to_string(args.count) + "; log: " + log_path);
+  }
+  const double controller_s =
+      Seconds(std::max(job_counter.done_at(), service_counter.done_at()) -
+              first_create);
+  const ProcMemory at_done = ReadMemory(controller->pid());
+  const std::string cpu_until_done =
+      CpuSnapshot::Take(controller->pid(), plane).Since(cpu_before);
+  // Then the status writes and the re-reconciles their events cause.
+  const double settle_s =
+      controller->WaitQuiet(std::chrono::seconds(3), std::chrono::seconds(300));
+  const ProcMemory settled = ReadMemory(controller->pid());
+  const std::string cpu_until_quiet =
+      CpuSnapshot::Take(controller->pid(), plane).Since(cpu_before);
+  const double controller_cpu_s =
+      CpuSeconds(controller->pid()) - cpu_before.seconds.at("controller");
+
+  // A restart with everything in place: the full list into the caches and
+  // one no-op reconcile of every MiniCluster (what a resync does).
+  controller.reset();
+  controller =
+      std::make_unique<ControllerProcess>(args, kubeconfig, ns, log_path);
+  const auto restart_at = Clock::now();
+  if (!controller->WaitReady(120))
+    Die("the restarted controller did not become ready; log: " + log_path);
+  const double restart_ready_s = Seconds(Clock::now() - restart_at);
+  const double cpu_at_restart_ready = CpuSeconds(controller->pid());
+  controller->WaitQuiet(std::chrono::seconds(3), std::chrono::seconds(300));
+  const ProcMemory restarted = ReadMemory(controller->pid());
+  const double restart_cpu_s = CpuSeconds(controller->pid());
+  controller.reset();
+
+  // ---------------------------------------------------------------- report
+  const int n = args.count;
+  std::printf(
+      "\nFloor: %d Jobs + %d Services POSTed by a plain client (the "
+      "same KubeClient), objects from desired.h\n",
+      n, n);
+  std::printf("  %4s %14s %10s %14s %12s\n", "c", "Job+Service s", "objects/s",
+              "(MC creates s)", "(ns delete s)");
+  for (const auto& f : floors) {
+    std::printf("  %4d %14.2f %10.0f %14.2f %12.1f\n", f.concurrency,
+                f.job_service_s, 2 * n / f.job_service_s,
+                f.minicluster_create_s, f.namespace_delete_s);
+  }
+  std::printf("  CPU s during the floor c=%d: %s\n", floors[0].concurrency,
+              floors[0].cpu.c_str());
+
+  const double floor_s = floors[0].job_service_s;
+  const double floor_with_mcs_s = floor_s + floors[0].minicluster_create_s;
+  std::printf("\nController (--workers %d): %d MiniClusters created at c=%d\n",
+              args.workers, n, args.workers);
+  std::printf("  start to ready (caches synced)          %8.2f s\n", ready_s);
+  std::printf("  MiniCluster creates alone               %8.2f s\n",
+              mc_create_s);
+  std::printf(
+      "  first create to every Job and Service   %8.2f s  (%.0f objects/s)\n",
+      controller_s, 2 * n / controller_s);
+  std::printf("  then quiet (status writes done) after   %8.2f s more\n",
+              settle_s);
+  std::printf(
+      "  controller CPU                          %8.2f s  (%.2f ms per "
+      "MiniCluster)\n",
+      controller_cpu_s, 1000 * controller_cpu_s / n);
+  std::printf("  CPU s until every object existed: %s\n",
+              cpu_until_done.c_str());
+  std::printf("  CPU s until the controller was quiet: %s\n",
+              cpu_until_quiet.c_str());
+  std::printf(
+      "  restart with %d in place: ready %.2f s, CPU %.2f s to ready, "
+      "%.2f s in all\n",
+      n, restart_ready_s, cpu_at_restart_ready, restart_cpu_s);
+
+  std::printf("\nController memory, MiB (/proc/<pid>/status):\n");
+  std::printf("  %-44s %6s %6s %7s %7s\n", "", "VmRSS", "VmHWM", "RssAnon",
+              "RssFile");
+  PrintMemory("idle, caches synced (empty)", idle);
+  PrintMemory(
+      ("every Job and Service exists (" + std::to_string(n) + ")").c_str(),
+      at_done);
+  PrintMemory("quiet after all status writes", settled);
+  PrintMemory("restarted with all in place, quiet", restarted);
+
+  const double ratio = controller_s / floor_s;
+  const double worst_rss =
+      std::max({at_done.hwm_mib, settled.hwm_mib, restarted.hwm_mib});
+  auto verdict = [](bool ok) { return ok ? "ok" : "MISSED"; };
+  std::printf("\nTargets (ratios against the floor of this run):\n");
+  std::printf(
+      "  controller / floor (Jobs+Services)           %6.2f  (target <= 2)    "
+      "%s\n",
+      ratio, verdict(ratio <= 2.0));
+  std::printf(
+      "  controller / (floor + its MiniCluster creates) %4.2f  (reference)\n",
+      controller_s / floor_with_mcs_s);
+  std::printf(
+      "  controller peak RSS (VmHWM) at %d          %6.1f MiB (target <= 48) "
+      "%s\n",
+      n, worst_rss, verdict(worst_rss <= 48.0));
+  std::printf("load average at end: %s\n", LoadAverage().c_str());
+  return 0;
+}
