@@ -1,5 +1,6 @@
 #include "driver/identity_service.h"
 
+#include "driver/node_service.h"  // FinishUnary
 #include "driver/volume_request.h"
 
 namespace fcc::driver {
@@ -23,6 +24,28 @@ grpc::Status IdentityService::Probe(grpc::ServerContext*,
                                     csi::v1::ProbeResponse* response) {
   response->mutable_ready()->set_value(true);
   return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* IdentityCallbackService::GetPluginInfo(
+    grpc::CallbackServerContext* context,
+    const csi::v1::GetPluginInfoRequest* request,
+    csi::v1::GetPluginInfoResponse* response) {
+  return FinishUnary(context,
+                     identity_.GetPluginInfo(nullptr, request, response));
+}
+
+grpc::ServerUnaryReactor* IdentityCallbackService::GetPluginCapabilities(
+    grpc::CallbackServerContext* context,
+    const csi::v1::GetPluginCapabilitiesRequest* request,
+    csi::v1::GetPluginCapabilitiesResponse* response) {
+  return FinishUnary(
+      context, identity_.GetPluginCapabilities(nullptr, request, response));
+}
+
+grpc::ServerUnaryReactor* IdentityCallbackService::Probe(
+    grpc::CallbackServerContext* context, const csi::v1::ProbeRequest* request,
+    csi::v1::ProbeResponse* response) {
+  return FinishUnary(context, identity_.Probe(nullptr, request, response));
 }
 
 }  // namespace fcc::driver

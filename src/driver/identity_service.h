@@ -20,4 +20,27 @@ class IdentityService final : public csi::v1::Identity::Service {
                      csi::v1::ProbeResponse* response) override;
 };
 
+// Serves `identity` through gRPC's callback API (see NodeCallbackService).
+class IdentityCallbackService final
+    : public csi::v1::Identity::CallbackService {
+ public:
+  explicit IdentityCallbackService(IdentityService& identity)
+      : identity_(identity) {}
+
+  grpc::ServerUnaryReactor* GetPluginInfo(
+      grpc::CallbackServerContext* context,
+      const csi::v1::GetPluginInfoRequest* request,
+      csi::v1::GetPluginInfoResponse* response) override;
+  grpc::ServerUnaryReactor* GetPluginCapabilities(
+      grpc::CallbackServerContext* context,
+      const csi::v1::GetPluginCapabilitiesRequest* request,
+      csi::v1::GetPluginCapabilitiesResponse* response) override;
+  grpc::ServerUnaryReactor* Probe(grpc::CallbackServerContext* context,
+                                  const csi::v1::ProbeRequest* request,
+                                  csi::v1::ProbeResponse* response) override;
+
+ private:
+  IdentityService& identity_;
+};
+
 }  // namespace fcc::driver

@@ -73,6 +73,46 @@ grpc::Status NodeService::NodeGetCapabilities(
   return grpc::Status::OK;
 }
 
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      grpc::Status status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
+// The handlers never read their grpc::ServerContext (nothing in the call's
+// metadata matters to the driver), so the callback services pass none.
+grpc::ServerUnaryReactor* NodeCallbackService::NodePublishVolume(
+    grpc::CallbackServerContext* context,
+    const csi::v1::NodePublishVolumeRequest* request,
+    csi::v1::NodePublishVolumeResponse* response) {
+  return FinishUnary(context,
+                     node_.NodePublishVolume(nullptr, request, response));
+}
+
+grpc::ServerUnaryReactor* NodeCallbackService::NodeUnpublishVolume(
+    grpc::CallbackServerContext* context,
+    const csi::v1::NodeUnpublishVolumeRequest* request,
+    csi::v1::NodeUnpublishVolumeResponse* response) {
+  return FinishUnary(context,
+                     node_.NodeUnpublishVolume(nullptr, request, response));
+}
+
+grpc::ServerUnaryReactor* NodeCallbackService::NodeGetCapabilities(
+    grpc::CallbackServerContext* context,
+    const csi::v1::NodeGetCapabilitiesRequest* request,
+    csi::v1::NodeGetCapabilitiesResponse* response) {
+  return FinishUnary(context,
+                     node_.NodeGetCapabilities(nullptr, request, response));
+}
+
+grpc::ServerUnaryReactor* NodeCallbackService::NodeGetInfo(
+    grpc::CallbackServerContext* context,
+    const csi::v1::NodeGetInfoRequest* request,
+    csi::v1::NodeGetInfoResponse* response) {
+  return FinishUnary(context, node_.NodeGetInfo(nullptr, request, response));
+}
+
 grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*,
                                       const csi::v1::NodeGetInfoRequest*,
                                       csi::v1::NodeGetInfoResponse* response) {
