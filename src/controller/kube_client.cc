@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "yaml_json.h"
 
@@ -268,20 +269,57 @@ KubeConfig LoadKubeconfig(const std::string& path, const std::string& context) {
   return config;
 }
 
-KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {
+class KubeClient::HandlePool {
+ public:
+  CurlHandle Take() {
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        CurlHandle handle = std::move(idle_.back());
+        idle_.pop_back();
+        // Clears the options of the last request; keeps its connection.
+        curl_easy_reset(handle.get());
+        return handle;
+      }
+    }
+    return CurlHandle(curl_easy_init());
+  }
+  void Give(CurlHandle handle) {
+    std::lock_guard lock(mu_);
+    idle_.push_back(std::move(handle));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<CurlHandle> idle_;
+};
+
+KubeClient::KubeClient(KubeConfig config)
+    : config_(std::move(config)), pool_(std::make_unique<HandlePool>()) {
   GlobalInitOnce();
 }
+
+KubeClient::~KubeClient() = default;
 
 HttpResponse KubeClient::Request(std::string_view method,
                                  const std::string& path,
                                  const std::string& body,
                                  std::string_view content_type) const {
   HttpResponse response;
-  CurlHandle curl(curl_easy_init());
+  CurlHandle curl = pool_->Take();
   if (!curl) {
     response.error = "curl_easy_init failed";
     return response;
   }
+  // Back to the pool whatever happens; a failed transfer's connection is
+  // closed by libcurl, and the next request opens a new one.
+  struct GiveBack {
+    HandlePool& pool;
+    CurlHandle& handle;
+    ~GiveBack() {
+      if (handle) pool.Give(std::move(handle));
+    }
+  } give_back{*pool_, curl};
   CurlHeaders headers;
   try {
     headers = Prepare(curl.get(), config_, content_type);

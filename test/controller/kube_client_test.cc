@@ -1,9 +1,15 @@
 #include "kube_client.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
 
 namespace fcc::controller {
 namespace {
@@ -107,6 +113,71 @@ TEST(HttpResponse, DescribesApiStatusMessages) {
   EXPECT_EQ(r.Describe(), "HTTP 409: jobs.batch \"a\" already exists");
   HttpResponse down{0, "", "connection refused"};
   EXPECT_EQ(down.Describe(), "connection refused");
+}
+
+// A loopback HTTP server that notes the client port of every request: one
+// port means one connection.
+class PortRecordingServer {
+ public:
+  PortRecordingServer() {
+    server_.Post("/echo",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   {
+                     std::lock_guard lock(mu_);
+                     ports_.insert(req.remote_port);
+                   }
+                   res.set_content(req.body, "application/json");
+                 });
+    // httplib closes a connection after 5 requests by default.
+    server_.set_keep_alive_max_count(1000);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~PortRecordingServer() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(port_);
+  }
+  size_t connections() {
+    std::lock_guard lock(mu_);
+    return ports_.size();
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::set<int> ports_;
+};
+
+TEST(KubeClient, ReusesConnectionsAcrossRequests) {
+  PortRecordingServer server;
+  KubeConfig config;
+  config.server = server.url();
+  KubeClient client(config);
+  for (int i = 0; i < 5; ++i) {
+    HttpResponse r = client.Request("POST", "/echo", "{\"i\":1}");
+    ASSERT_EQ(r.status, 200) << r.Describe();
+    EXPECT_EQ(r.body, "{\"i\":1}");  // no body left over from another request
+  }
+  EXPECT_EQ(server.connections(), 1u);
+
+  // Concurrent requests each get a handle of their own, and with it a
+  // connection; afterwards the handles (and connections) are reused.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i)
+        EXPECT_TRUE(client.Request("POST", "/echo", "{}").ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(server.connections(), 5u);
 }
 
 }  // namespace
