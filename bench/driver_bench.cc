@@ -96,7 +96,7 @@ struct Phase {
 };
 
 struct LevelResult {
-  std::string impl;  // "driver" or "floor"
+  std::string impl;  // "driver", "floor" or "floor-api"
   int concurrency = 0;
   Phase publish;
   Phase unpublish;
@@ -172,6 +172,88 @@ std::string FloorPublish(const std::string& target, const std::string& cert) {
 std::string FloorUnpublish(const std::string& target) {
   if (umount2(target.c_str(), UMOUNT_NOFOLLOW) != 0) {
     return Errno("umount", target);
+  }
+  if (rmdir(target.c_str()) != 0) return Errno("rmdir", target);
+  return "";
+}
+
+// `count` kubelet pods, their target parents made (as kubelet does), grouped
+// The same work as the driver's syscalls, one for one (LinuxHostFs for a
+// fresh publish and a plain unpublish): statx of the target, mkdir, a
+// detached tmpfs (fsopen, fsconfig per option, create, fsmount), the cert
+// written through the mount fd, superblock and mount made read-only, then
+// move_mount; unpublish is statx, umount2, statx, rmdir. Not the issue's
+// floor (that is FloorPublish): it shows what the driver adds over the
+// syscalls it chose.
+bool TargetMissing(const std::string& target) {
+  struct statx stx {};
+  return statx(AT_FDCWD, target.c_str(), AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+               STATX_TYPE, &stx) != 0 &&
+         errno == ENOENT;
+}
+
+std::string FloorApiPublish(const std::string& target,
+                            const std::string& cert) {
+  if (!TargetMissing(target)) return Errno("statx (expected ENOENT)", target);
+  if (mkdir(target.c_str(), 0750) != 0) return Errno("mkdir", target);
+  const int ctx = fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (ctx < 0) return Errno("fsopen", target);
+  std::string error;
+  int mnt = -1;
+  const auto config = [&](const char* key, const char* value) {
+    return fsconfig(ctx, FSCONFIG_SET_STRING, key, value, 0) == 0;
+  };
+  if (!config("source", kMountSource) || !config("size", "16384") ||
+      !config("nr_inodes", "8") || !config("mode", "0500") ||
+      !config("uid", "1000") || !config("gid", "1000") ||
+      fsconfig(ctx, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+    error = Errno("fsconfig", target);
+  } else if ((mnt = fsmount(ctx, FSMOUNT_CLOEXEC,
+                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                MOUNT_ATTR_NOEXEC)) < 0) {
+    error = Errno("fsmount", target);
+  } else {
+    const int fd =
+        openat(mnt, "curve.cert",
+               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0);
+    const bool ok = fd >= 0 &&
+                    write(fd, cert.data(), cert.size()) ==
+                        static_cast<ssize_t>(cert.size()) &&
+                    fchown(fd, kOwnerUid, kOwnerGid) == 0 &&
+                    fchmod(fd, 0400) == 0;
+    if (fd >= 0) close(fd);
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (!ok) {
+      error = Errno("openat/write/fchown/fchmod", target);
+    } else if (fsconfig(ctx, FSCONFIG_SET_FLAG, "ro", nullptr, 0) != 0 ||
+               fsconfig(ctx, FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) !=
+                   0 ||
+               mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) !=
+                   0) {
+      error = Errno("read-only", target);
+    } else if (move_mount(mnt, "", AT_FDCWD, target.c_str(),
+                          MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      error = Errno("move_mount", target);
+    }
+  }
+  if (mnt >= 0) close(mnt);
+  close(ctx);
+  return error;
+}
+
+std::string FloorApiUnpublish(const std::string& target) {
+  struct statx stx {};
+  if (statx(AT_FDCWD, target.c_str(), AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+            STATX_TYPE, &stx) != 0) {
+    return Errno("statx", target);
+  }
+  if (umount2(target.c_str(), UMOUNT_NOFOLLOW) != 0) {
+    return Errno("umount", target);
+  }
+  if (statx(AT_FDCWD, target.c_str(), AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+            STATX_TYPE, &stx) != 0) {
+    return Errno("statx", target);
   }
   if (rmdir(target.c_str()) != 0) return Errno("rmdir", target);
   return "";
@@ -270,16 +352,24 @@ Phase RunNoop(CsiClient& client, int n, int threads) {
   });
 }
 
-LevelResult RunFloor(const Batch& batch, int threads, const std::string& cert) {
+// impl "floor": the floor (mount(2)); "floor-api": the driver's own
+// syscall sequence (FloorApiPublish).
+LevelResult RunFloor(const Batch& batch, int threads, const std::string& cert,
+                     const std::string& impl = "floor") {
   LevelResult r;
-  r.impl = "floor";
+  r.impl = impl;
   r.concurrency = threads;
   const int n = static_cast<int>(batch.targets.size());
+  const bool api = impl == "floor-api";
   const double self_cpu = SelfCpuSeconds();
-  r.publish = RunPhase(
-      n, threads, [&](int i) { return FloorPublish(batch.targets[i], cert); });
-  r.unpublish = RunPhase(
-      n, threads, [&](int i) { return FloorUnpublish(batch.targets[i]); });
+  r.publish = RunPhase(n, threads, [&](int i) {
+    return api ? FloorApiPublish(batch.targets[i], cert)
+               : FloorPublish(batch.targets[i], cert);
+  });
+  r.unpublish = RunPhase(n, threads, [&](int i) {
+    return api ? FloorApiUnpublish(batch.targets[i])
+               : FloorUnpublish(batch.targets[i]);
+  });
   r.self_cpu_s = SelfCpuSeconds() - self_cpu;
   return r;
 }
@@ -395,7 +485,7 @@ CacheCounts KeyCacheFromMetrics(const std::string& log) {
 
 void PrintPhaseRow(const std::string& impl, int concurrency, const char* op,
                    const Phase& p) {
-  std::printf("%-7s %4d  %-10s %9zu %10.0f %9.0f %9.0f %9.0f %9.0f %6d\n",
+  std::printf("%-9s %4d  %-10s %9zu %10.0f %9.0f %9.0f %9.0f %9.0f %6d\n",
               impl.c_str(), concurrency, op, p.latency_us.size(), p.PerSecond(),
               p.Mean(), p.Quantile(0.5), p.Quantile(0.99), p.Max(), p.errors);
 }
@@ -533,6 +623,8 @@ int main(int argc, char** argv) {
     const std::string tag = "c" + std::to_string(c);
     Batch floor_batch = MakeBatch(root.pods_dir(), "f" + tag, n, args);
     results.push_back(RunFloor(floor_batch, c, cert));
+    Batch api_batch = MakeBatch(root.pods_dir(), "a" + tag, n, args);
+    results.push_back(RunFloor(api_batch, c, cert, "floor-api"));
     Batch driver_batch = MakeBatch(root.pods_dir(), "d" + tag, n, args);
     results.push_back(RunDriver(client, driver.pid(), driver_batch, c));
     noop_at[c] = RunNoop(client, n, c);
@@ -575,7 +667,7 @@ int main(int argc, char** argv) {
   if (cache.hits < 0 || cache.misses < 0) cache = from_log;
 
   // ---- report ----
-  std::printf("\n%-7s %4s  %-10s %9s %10s %9s %9s %9s %9s %6s\n", "impl", "c",
+  std::printf("\n%-9s %4s  %-10s %9s %10s %9s %9s %9s %9s %6s\n", "impl", "c",
               "op", "n", "ops/s", "mean_us", "p50_us", "p99_us", "max_us",
               "errors");
   int errors = 0;
@@ -599,9 +691,11 @@ int main(int argc, char** argv) {
   std::printf("\n%4s %14s %14s %8s   %s\n", "c", "driver pairs/s",
               "floor pairs/s", "ratio",
               "CPU us per pair: driver, its client, floor");
-  std::map<int, const LevelResult*> driver_at, floor_at;
+  std::map<int, const LevelResult*> driver_at, floor_at, api_at;
   for (const auto& r : results) {
-    (r.impl == "driver" ? driver_at : floor_at)[r.concurrency] = &r;
+    (r.impl == "driver"      ? driver_at
+     : r.impl == "floor-api" ? api_at
+                             : floor_at)[r.concurrency] = &r;
   }
   for (const auto& [c, d] : driver_at) {
     const LevelResult* f = floor_at[c];
@@ -611,6 +705,25 @@ int main(int argc, char** argv) {
                 d->PairsPerSecond() / f->PairsPerSecond(),
                 d->driver_cpu_s / pairs * 1e6, d->self_cpu_s / pairs * 1e6,
                 f->self_cpu_s / f->publish.latency_us.size() * 1e6);
+  }
+
+  std::printf(
+      "\nSecond floor, not a target: floor-api makes the driver's own "
+      "syscalls\n(fsopen/fsconfig/fsmount/move_mount, statx before and after "
+      "umount):\n");
+  std::printf("%4s %14s %14s %8s   %s\n", "c", "driver pairs/s", "api pairs/s",
+              "ratio", "CPU us per pair: floor-api");
+  for (const auto& [c, d] : driver_at) {
+    if (!api_at.count(c)) continue;
+    const LevelResult* a = api_at[c];
+    std::printf("%4d %14.0f %14.0f %8.2f   %6.0f\n", c, d->PairsPerSecond(),
+                a->PairsPerSecond(), d->PairsPerSecond() / a->PairsPerSecond(),
+                a->self_cpu_s / a->publish.latency_us.size() * 1e6);
+  }
+  if (driver_at.count(1) && api_at.count(1)) {
+    const double api_op = api_at[1]->publish.Mean();
+    std::printf("  p99 publish c=1 / floor-api publish time (%.0f us)  %6.2f\n",
+                api_op, driver_at[1]->publish.Quantile(0.99) / api_op);
   }
 
   std::printf("\nTargets (ratios against the floor of this run):\n");

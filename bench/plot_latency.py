@@ -19,6 +19,8 @@ SERIES = {
     ("driver", "unpublish"): ("driver unpublish", "tab:orange", "-"),
     ("floor", "publish"): ("floor publish (syscalls only)", "tab:blue", ":"),
     ("floor", "unpublish"): ("floor unpublish", "tab:orange", ":"),
+    ("floor-api", "publish"): ("floor-api publish (the driver's syscalls)",
+                               "tab:green", "-."),
     ("grpc", "noop"): ("no-op RPC (gRPC round trip)", "tab:gray", "--"),
 }
 
