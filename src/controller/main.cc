@@ -146,9 +146,12 @@ int Run(const RunFlags& flags, const DesiredOptions& desired_options) {
       client, options("services", CollectionPath("v1", "services", ns), ours),
       services,
       [&](WatchEvent::Type, const json& o) { enqueue_owner(o, kKind); });
+  Informer::Options job_options =
+      options("jobs", CollectionPath("batch/v1", "jobs", ns), ours);
+  job_options.trim = TrimJobForCache;
   Informer job_informer(
-      client, options("jobs", CollectionPath("batch/v1", "jobs", ns), ours),
-      jobs, [&](WatchEvent::Type, const json& o) { enqueue_owner(o, kKind); });
+      client, job_options, jobs,
+      [&](WatchEvent::Type, const json& o) { enqueue_owner(o, kKind); });
   Informer::Options wl_options =
       options("kueue workloads",
               CollectionPath(flags.kueue_workload_api, "workloads", ns), "");

@@ -55,6 +55,12 @@ Action StatusAction(const MiniCluster& mc, json status) {
 
 }  // namespace
 
+void TrimJobForCache(json& job) {
+  TrimForCache(job);
+  auto spec = job.find("spec");
+  if (spec != job.end() && spec->is_object()) spec->erase("template");
+}
+
 std::string ActionName(Action::Kind kind) {
   switch (kind) {
     case Action::Kind::kApplyService:

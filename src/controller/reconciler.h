@@ -36,6 +36,12 @@ inline constexpr char kCreateFieldManager[] = "minicluster-controller-create";
 inline constexpr char kLauncherFieldManager[] =
     "minicluster-controller-launcher";
 
+// TrimForCache, and of a Job also spec.template: the reconciler and the
+// status read a Job's metadata, spec.suspend and status only, and the pod
+// template (the start script and broker config included) is most of a
+// Job. It is set once at creation and never compared (see above).
+void TrimJobForCache(nlohmann::json& job);
+
 // What the caches hold for one MiniCluster; nullptr means absent.
 struct Observed {
   const nlohmann::json* minicluster = nullptr;

@@ -132,6 +132,12 @@ void ObjectStore::UnindexLocked(const std::string& key) {
   }
 }
 
+void TrimForCache(json& object) {
+  auto metadata = object.find("metadata");
+  if (metadata != object.end() && metadata->is_object())
+    metadata->erase("managedFields");
+}
+
 void ObjectStore::Upsert(const json& object) {
   const std::string key = ObjectKey(object);
   std::lock_guard lock(mu_);
@@ -204,8 +210,13 @@ std::optional<std::string> Informer::List(StopSignal& stop, long* http_status) {
       spdlog::warn("list {}: response is not JSON", options_.name);
       return std::nullopt;
     }
-    for (auto& item : list.value("items", json::array()))
-      items.push_back(std::move(item));
+    auto list_items = list.find("items");
+    if (list_items != list.end() && list_items->is_array()) {
+      for (auto& item : *list_items) {
+        if (options_.trim) options_.trim(item);
+        items.push_back(std::move(item));
+      }
+    }
     const json meta = list.value("metadata", json::object());
     continue_token = meta.value("continue", "");
     resource_version = meta.value("resourceVersion", "");
@@ -261,6 +272,7 @@ Informer::WatchEnd Informer::Watch(StopSignal& stop,
         return false;
       }
       *resource_version = ResourceVersionOf(event->object);
+      if (options_.trim) options_.trim(event->object);
       switch (event->type) {
         case WatchEvent::Type::kAdded:
         case WatchEvent::Type::kModified:

@@ -67,6 +67,10 @@ std::string ObjectKey(const nlohmann::json& object);
 std::string ControllerOwnerName(const nlohmann::json& object,
                                 std::string_view kind);
 
+// Drops metadata.managedFields, which the controller never reads and which
+// is often the largest part of an object (a few KiB per manager).
+void TrimForCache(nlohmann::json& object);
+
 // Thread-safe store of the objects an Informer has seen, keyed by
 // ObjectKey, indexed by controller-owner uid.
 class ObjectStore {
@@ -101,6 +105,10 @@ class Informer {
     // When the collection does not exist (404: an optional CRD such as
     // Kueue's), keep checking at the back-off ceiling instead of failing.
     bool optional = false;
+    // Applied to every listed or watched object before it is stored or
+    // handed to the handler: drops what the controller never reads, so
+    // the cache holds less (see TrimForCache).
+    std::function<void(nlohmann::json&)> trim = TrimForCache;
   };
 
   Informer(const KubeClient& client, Options options, ObjectStore& store,

@@ -54,6 +54,28 @@ TEST(PlanReconcile, NewMiniClusterGetsServiceSuspendedJobAndStatus) {
   EXPECT_EQ(actions[2].body["status"]["state"], "Pending");
 }
 
+// The Job cache holds trimmed Jobs (no pod template, no managedFields):
+// the plan must be the one the full Job gives.
+TEST(PlanReconcile, TrimmedJobPlansLikeTheFullJob) {
+  json mc = MiniClusterObject();
+  const json svc = StoredService(mc);
+  for (bool queued : {false, true}) {
+    if (queued) mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+    json full = StoredJob(mc, true);
+    full["metadata"]["managedFields"] = json::array({{{"manager", "x"}}});
+    json trimmed = full;
+    TrimJobForCache(trimmed);
+    EXPECT_FALSE(trimmed["spec"].contains("template"));
+    EXPECT_FALSE(trimmed["metadata"].contains("managedFields"));
+    EXPECT_TRUE(trimmed["spec"].contains("suspend"));
+    const auto want = PlanReconcile({&mc, &svc, &full}, kOptions, kNow);
+    const auto got = PlanReconcile({&mc, &svc, &trimmed}, kOptions, kNow);
+    ASSERT_EQ(Kinds(got), Kinds(want)) << "queued " << queued;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i].body, want[i].body);
+  }
+}
+
 TEST(PlanReconcile, UnqueuedJobIsUnsuspendedByTheLauncherManagerOnly) {
   const json mc = MiniClusterObject();
   const json svc = StoredService(mc);
