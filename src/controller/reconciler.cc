@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <optional>
 
 #include "status.h"
 
@@ -177,7 +178,24 @@ bool Reconciler::Reconcile(const std::string& key) {
   const auto actions = PlanReconcile(observed, options_, now);
 
   bool ok = true;
-  for (const auto& action : actions) {
+  // The Job this reconcile just created, as the API server returned it.
+  std::optional<json> created_job;
+  for (const auto& planned : actions) {
+    const Action* chosen = &planned;
+    std::optional<Action> fresh_status;
+    if (planned.kind == Action::Kind::kApplyStatus && created_job) {
+      // The plan's status was computed without the Job ("CreatingJob"),
+      // which the next reconcile would overwrite at once: compute it from
+      // the created Job instead, saving a status write per new MiniCluster.
+      Observed with_job = observed;
+      with_job.job = &*created_job;
+      for (auto& a : PlanReconcile(with_job, options_, now)) {
+        if (a.kind == Action::Kind::kApplyStatus) fresh_status = std::move(a);
+      }
+      if (!fresh_status) continue;  // already what the MiniCluster shows
+      chosen = &*fresh_status;
+    }
+    const Action& action = *chosen;
     HttpResponse response =
         action.kind == Action::Kind::kCreateJob
             ? api_.Create(action.path, action.body, action.field_manager)
@@ -185,6 +203,15 @@ bool Reconciler::Reconcile(const std::string& key) {
                          action.force);
     if (response.ok()) {
       spdlog::info("minicluster {}: {}", key, ActionName(action.kind));
+      if (action.kind == Action::Kind::kCreateJob) {
+        json job = json::parse(response.body, nullptr, false);
+        // Only a Job this MiniCluster controls (a test double may answer
+        // with anything).
+        if (job.is_object() && ControlledBy(job, uid)) {
+          TrimJobForCache(job);
+          created_job = std::move(job);
+        }
+      }
       continue;
     }
     if (action.kind == Action::Kind::kCreateJob && response.status == 409) {

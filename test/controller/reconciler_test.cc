@@ -188,7 +188,7 @@ class RecordingApi : public KubeApi {
   HttpResponse Create(const std::string& path, const json& body,
                       const std::string& manager) override {
     calls.push_back({"create", path, manager, body, false});
-    return {create_status, "{}", ""};
+    return {create_status, create_body, ""};
   }
   HttpResponse Apply(const std::string& path, const json& body,
                      const std::string& manager, bool force) override {
@@ -203,6 +203,7 @@ class RecordingApi : public KubeApi {
   long get_status = 200;
   std::string get_body = "{}";
   long create_status = 201;
+  std::string create_body = "{}";
   long apply_status = 200;
 };
 
@@ -220,6 +221,32 @@ TEST(Reconciler, CreatesFromCachesThroughTheApi) {
   ASSERT_EQ(f.api.calls.size(), 3u);
   EXPECT_EQ(f.api.calls[1].verb, "create");
   EXPECT_EQ(f.api.calls[1].body["kind"], "Job");
+}
+
+// The status written after creating the Job comes from the created Job
+// (queued: WaitingForKueue), not the plan's "CreatingJob" that the Job's
+// watch event would make the next reconcile overwrite.
+TEST(Reconciler, StatusAfterCreateIsComputedFromTheCreatedJob) {
+  Fixture f;
+  json mc = MiniClusterObject();
+  mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  f.miniclusters.Upsert(mc);
+  f.api.create_body = StoredJob(mc, true).dump();
+  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  ASSERT_EQ(f.api.calls.size(), 3u);  // service, create, status
+  const json status = f.api.calls[2].body["status"];
+  EXPECT_EQ(status["state"], "Queued");
+  EXPECT_EQ(status["conditions"][0]["reason"], "WaitingForKueue");
+
+  // The next reconcile, with the Job and Service in the caches, writes
+  // nothing.
+  mc["status"] = status;
+  f.miniclusters.Upsert(mc);
+  f.services.Upsert(StoredService(mc));
+  f.jobs.Upsert(StoredJob(mc, true));
+  f.api.calls.clear();
+  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  EXPECT_TRUE(f.api.calls.empty());
 }
 
 TEST(Reconciler, AlreadyExistsOnCreateIsNotAnError) {
