@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
+#include <vector>
 
 #include "driver/unique_fd.h"
 
@@ -55,22 +57,118 @@ std::error_code LinuxHostFs::Remove(const std::string& path) {
   return LastError();
 }
 
+MountApi DetectMountApi() {
+  UniqueFd probe(fsopen("tmpfs", FSOPEN_CLOEXEC));
+  return !probe && errno == ENOSYS ? MountApi::kMount : MountApi::kFsmount;
+}
+
+const char* MountApiName(MountApi api) {
+  return api == MountApi::kFsmount ? "fsmount" : "mount";
+}
+
 namespace {
 
-struct LinuxPendingMount : PendingMount {
+struct FsmountPendingMount : PendingMount {
   UniqueFd context;  // fsopen: configures (and later reconfigures) the sb
   UniqueFd mount;    // fsmount: the detached mount
 };
 
-LinuxPendingMount& Linux(PendingMount& mount) {
-  return static_cast<LinuxPendingMount&>(mount);
+// mount(2) has no detached mounts: the file and the read-only seal wait
+// here until Attach mounts the tmpfs on the target and carries them out.
+struct PlannedMount : PendingMount {
+  struct File {
+    std::string name;
+    curve::Secret content;
+    mode_t mode = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+  };
+  std::string options;
+  std::vector<File> files;
+  bool read_only = false;
+};
+
+FsmountPendingMount& Fsmount(PendingMount& mount) {
+  return static_cast<FsmountPendingMount&>(mount);
+}
+PlannedMount& Planned(PendingMount& mount) {
+  return static_cast<PlannedMount&>(mount);
+}
+
+// Creates `name` in the directory `dir` (O_EXCL, never through a symlink)
+// with `content`, then sets owner and mode.
+std::error_code WriteFileAt(int dir, const std::string& name,
+                            std::string_view content, mode_t mode, uid_t uid,
+                            gid_t gid) {
+  UniqueFd fd(openat(dir, name.c_str(),
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     0));  // no permissions until the owner is right
+  if (!fd) return LastError();
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n =
+        write(fd.get(), content.data() + written, content.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return LastError();
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (fchown(fd.get(), uid, gid) != 0 || fchmod(fd.get(), mode) != 0) {
+    return LastError();
+  }
+  return {};
+}
+
+// "/proc/self/fd/N": mount(2) given this path acts on the object `fd` holds,
+// not on whatever a path name might resolve to by the time it runs.
+std::string FdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+// The mount(2) publish: mount on the target, fill, remount read-only; any
+// failure after the mount unmounts it again.
+std::error_code AttachWithMount(PlannedMount& plan, const std::string& target) {
+  // O_NOFOLLOW|O_DIRECTORY: a symlink at the target fails (ENOTDIR) rather
+  // than being followed, as with move_mount.
+  UniqueFd dir(
+      open(target.c_str(), O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return LastError();
+  if (mount(kMountSource, FdPath(dir.get()).c_str(), "tmpfs",
+            MS_NOSUID | MS_NODEV | MS_NOEXEC, plan.options.c_str()) != 0) {
+    return LastError();
+  }
+  // The path now resolves to the new tmpfs's root.
+  UniqueFd root(
+      open(target.c_str(), O_RDONLY | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
+  const auto fail = [&](std::error_code ec) {
+    umount2(root ? FdPath(root.get()).c_str() : target.c_str(), MNT_DETACH);
+    return ec;
+  };
+  if (!root) return fail(LastError());
+  for (const PlannedMount::File& file : plan.files) {
+    if (auto ec = WriteFileAt(root.get(), file.name, file.content.reveal(),
+                              file.mode, file.uid, file.gid)) {
+      return fail(ec);
+    }
+  }
+  if (plan.read_only &&
+      mount(nullptr, FdPath(root.get()).c_str(), nullptr,
+            MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            nullptr) != 0) {
+    return fail(LastError());
+  }
+  return {};
 }
 
 }  // namespace
 
 std::expected<std::unique_ptr<PendingMount>, std::error_code>
 LinuxHostFs::MakeTmpfs(const std::string& options) {
-  auto pending = std::make_unique<LinuxPendingMount>();
+  if (api_ == MountApi::kMount) {
+    auto plan = std::make_unique<PlannedMount>();
+    plan->options = options;
+    return plan;
+  }
+  auto pending = std::make_unique<FsmountPendingMount>();
   pending->context = UniqueFd(fsopen("tmpfs", FSOPEN_CLOEXEC));
   if (!pending->context) return std::unexpected(LastError());
   const int ctx = pending->context.get();
@@ -107,37 +205,37 @@ std::error_code LinuxHostFs::WriteNewFile(PendingMount& mount,
                                           const std::string& name,
                                           std::string_view content, mode_t mode,
                                           uid_t uid, gid_t gid) {
-  UniqueFd fd(openat(Linux(mount).mount.get(), name.c_str(),
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     0));  // no permissions until the owner is right
-  if (!fd) return LastError();
-  size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n =
-        write(fd.get(), content.data() + written, content.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return LastError();
-    }
-    written += static_cast<size_t>(n);
+  if (api_ == MountApi::kMount) {
+    Planned(mount).files.push_back(
+        {.name = name,
+         .content = curve::Secret(std::string(content)),
+         .mode = mode,
+         .uid = uid,
+         .gid = gid});
+    return {};
   }
-  if (fchown(fd.get(), uid, gid) != 0 || fchmod(fd.get(), mode) != 0) {
-    return LastError();
-  }
-  return {};
+  return WriteFileAt(Fsmount(mount).mount.get(), name, content, mode, uid, gid);
 }
 
 std::error_code LinuxHostFs::MakeReadOnly(PendingMount& mount) {
-  LinuxPendingMount& m = Linux(mount);
+  if (api_ == MountApi::kMount) {
+    Planned(mount).read_only = true;
+    return {};
+  }
+  FsmountPendingMount& m = Fsmount(mount);
   if (fsconfig(m.context.get(), FSCONFIG_SET_FLAG, "ro", nullptr, 0) != 0 ||
       fsconfig(m.context.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr,
                0) != 0) {
     return LastError();
   }
+  // The read-only superblock already refuses every write; the mount flag
+  // (mount_setattr, Linux 5.12+) also shows "ro" in the mount table. Older
+  // kernels go without it.
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_RDONLY;
   if (mount_setattr(m.mount.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) !=
-      0) {
+          0 &&
+      errno != ENOSYS) {
     return LastError();
   }
   return {};
@@ -145,8 +243,9 @@ std::error_code LinuxHostFs::MakeReadOnly(PendingMount& mount) {
 
 std::error_code LinuxHostFs::Attach(PendingMount& mount,
                                     const std::string& target) {
+  if (api_ == MountApi::kMount) return AttachWithMount(Planned(mount), target);
   // Without MOVE_MOUNT_T_SYMLINKS a symlink at `target` is not followed.
-  if (move_mount(Linux(mount).mount.get(), "", AT_FDCWD, target.c_str(),
+  if (move_mount(Fsmount(mount).mount.get(), "", AT_FDCWD, target.c_str(),
                  MOVE_MOUNT_F_EMPTY_PATH) != 0) {
     return LastError();
   }

@@ -32,10 +32,11 @@ struct FileSnapshot {
   bool regular = false;
 };
 
-// A tmpfs made with the new mount API (fsopen/fsmount) but not yet attached
-// to any path. Publishing fills and seals it first and attaches it last, so
-// a driver killed at any point leaves either nothing at the target or the
-// complete read-only volume, never a half-made one.
+// A tmpfs not yet attached to any path. Publishing fills and seals it first
+// and attaches it last. With the new mount API (fsopen/fsmount) it is a real
+// detached mount, so a driver killed at any point leaves either nothing at
+// the target or the complete read-only volume, never a half-made one. With
+// mount(2) (kernels before 5.2) it is only a plan carried out by Attach.
 class PendingMount {
  public:
   virtual ~PendingMount() = default;
@@ -83,9 +84,28 @@ class HostFs {
       const std::string& path) = 0;
 };
 
+// How LinuxHostFs makes and attaches a tmpfs.
+enum class MountApi {
+  // fsopen/fsconfig/fsmount, filled detached, then move_mount (Linux 5.2+):
+  // crash-atomic.
+  kFsmount,
+  // mount(2) on the target, fill, remount read-only: for kernels (or
+  // seccomp filters) without fsopen. A crash mid-publish can leave a
+  // half-made volume, which the next publish of the target repairs.
+  kMount,
+};
+
+// kFsmount if this kernel lets us call fsopen, else kMount (fsopen answers
+// ENOSYS: Linux < 5.2, or a seccomp filter that hides it).
+MountApi DetectMountApi();
+const char* MountApiName(MountApi api);
+
 // The real thing: Linux syscalls.
 class LinuxHostFs : public HostFs {
  public:
+  explicit LinuxHostFs(MountApi api) : api_(api) {}
+  MountApi api() const { return api_; }
+
   PathKind Inspect(const std::string& path) override;
   std::error_code MakeDir(const std::string& path, mode_t mode) override;
   std::error_code Remove(const std::string& path) override;
@@ -102,6 +122,9 @@ class LinuxHostFs : public HostFs {
       const std::string& path, size_t max_bytes) override;
   std::expected<FsInfo, std::error_code> StatFs(
       const std::string& path) override;
+
+ private:
+  const MountApi api_;
 };
 
 // The mount source name every volume of this driver carries, so an operator

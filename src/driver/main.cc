@@ -153,6 +153,24 @@ int main(int argc, char** argv) {
       "cannot set volumes[].csi.readOnly, e.g. flux-operator v1alpha2); "
       "the volume is mounted read-only either way");
 
+  serve_cmd
+      ->add_option_function<std::string>(
+          "--mount-api",
+          [&serve](const std::string& api) {
+            if (api == "auto") {
+              serve.mount_api.reset();
+            } else {
+              serve.mount_api = api == "fsmount" ? driver::MountApi::kFsmount
+                                                 : driver::MountApi::kMount;
+            }
+          },
+          "How volumes are mounted: fsmount (fsopen/fsmount/move_mount, "
+          "crash-atomic, Linux 5.2+), mount (mount(2), for older kernels), "
+          "or auto (fsmount where the kernel has it)")
+      ->check(CLI::IsMember({"auto", "fsmount", "mount"}))
+      ->envname("MOUNT_API")
+      ->default_str("auto");
+
   CertArgs cert_args;
   auto* cert_cmd = app.add_subcommand(
       "cert",

@@ -127,7 +127,17 @@ int Serve(const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   KeyCache keys(std::move(*master_key));
-  LinuxHostFs host_fs;
+  LinuxHostFs host_fs(options.mount_api.value_or(DetectMountApi()));
+  if (host_fs.api() == MountApi::kMount) {
+    spdlog::warn(
+        "mounting volumes with mount(2){}: a driver killed mid-publish can "
+        "leave a half-made volume, which the next publish repairs",
+        options.mount_api ? " (--mount-api=mount)"
+                          : ": this kernel has no fsopen (Linux < 5.2, or a "
+                            "seccomp filter hides it)");
+  } else {
+    spdlog::info("mounting volumes with fsopen/fsmount/move_mount");
+  }
   Publisher publisher(host_fs, keys, options.publisher);
   IdentityService identity;
   Metrics metrics(&keys);

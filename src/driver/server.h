@@ -2,8 +2,10 @@
 #pragma once
 
 #include <expected>
+#include <optional>
 #include <string>
 
+#include "driver/host_fs.h"
 #include "driver/publisher.h"
 
 namespace fcc::driver {
@@ -15,6 +17,7 @@ struct ServeOptions {
   std::string metrics_address;  // host:port for /metrics, /healthz; "" = off
   PublisherOptions publisher;
   ValidationPolicy validation;
+  std::optional<MountApi> mount_api;  // unset: DetectMountApi()
 };
 
 // "unix:///abs/path" or "unix:/abs/path" → "/abs/path"; other schemes are

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 
@@ -119,6 +120,25 @@ TEST_F(LifecycleTest, PublishTwiceUnpublishTwice) {
   status = client_->Unpublish(request.volume_id(), target);
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_FALSE(PathExists(target));
+}
+
+// CTest runs this suite twice: as is (the driver picks fsmount on this
+// kernel) and with MOUNT_API=mount in the environment the driver inherits,
+// for kernels without fsopen. Each pass proves it exercised the path it
+// claims to, so the mount(2) pass cannot silently test fsmount again.
+TEST_F(LifecycleTest, UsesTheMountApiItWasGiven) {
+  const char* forced = std::getenv("MOUNT_API");
+  const bool mount2 = forced != nullptr && std::string(forced) == "mount";
+  const std::string log_text = log();
+  EXPECT_NE(log_text.find(mount2 ? "mounting volumes with mount(2)"
+                                 : "mounting volumes with fsopen/fsmount"),
+            std::string::npos)
+      << log_text;
+  ASSERT_TRUE(
+      Publish({{"minicluster", "lammps"}, {"owner", "1000:1000"}}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(
+      KubeletTargetPath(pod_), ExpectedCert("lammps"), 1000, 1000));
+  EXPECT_TRUE(Unpublish().ok());
 }
 
 TEST_F(LifecycleTest, UnpublishOfAPathThatNeverExistedIsOk) {
