@@ -270,12 +270,78 @@ std::vector<json> CreateMiniClusters(const ctl::KubeClient& client,
   return created;
 }
 
+// ------------------------------------------------------------ API server
+// metrics
+
+// Requests the API server served, by "VERB resource[/subresource]": how
+// many and the seconds they took (apiserver_request_duration_seconds).
+struct RequestStats {
+  double count = 0, seconds = 0;
+};
+using RequestTable = std::map<std::string, RequestStats>;
+
+std::string LabelValue(const std::string& labels, const std::string& name) {
+  const std::string key = name + "=\"";
+  auto at = labels.find(key);
+  if (at == std::string::npos) return "";
+  at += key.size();
+  return labels.substr(at, labels.find('"', at) - at);
+}
+
+RequestTable ScrapeRequests(const ctl::KubeClient& client) {
+  RequestTable table;
+  auto r = client.Request("GET", "/metrics", "", "text/plain");
+  if (!r.ok()) return table;
+  std::istringstream lines(r.body);
+  std::string line;
+  const std::string metric = "apiserver_request_duration_seconds_";
+  while (std::getline(lines, line)) {
+    if (line.rfind(metric, 0) != 0) continue;
+    const bool is_sum = line.compare(metric.size(), 4, "sum{") == 0;
+    const bool is_count = line.compare(metric.size(), 6, "count{") == 0;
+    if (!is_sum && !is_count) continue;
+    const auto close = line.rfind('}');
+    const std::string labels = line.substr(0, close);
+    const std::string verb = LabelValue(labels, "verb");
+    if (verb == "WATCH" || verb == "CONNECT") continue;  // long-running
+    std::string key = verb + " " + LabelValue(labels, "resource");
+    const std::string sub = LabelValue(labels, "subresource");
+    if (!sub.empty()) key += "/" + sub;
+    const double value = std::stod(line.substr(close + 1));
+    (is_sum ? table[key].seconds : table[key].count) += value;
+  }
+  return table;
+}
+
+void PrintRequests(const char* title, const RequestTable& before,
+                   const RequestTable& after) {
+  std::vector<std::pair<std::string, RequestStats>> rows;
+  for (const auto& [key, stats] : after) {
+    RequestStats delta = stats;
+    if (auto it = before.find(key); it != before.end()) {
+      delta.count -= it->second.count;
+      delta.seconds -= it->second.seconds;
+    }
+    if (delta.count >= 1) rows.emplace_back(key, delta);
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  std::printf("  %s\n  %-36s %7s %9s %9s\n", title, "request", "count",
+              "mean ms", "total s");
+  for (const auto& [key, d] : rows) {
+    std::printf("  %-36s %7.0f %9.2f %9.2f\n", key.c_str(), d.count,
+                1000 * d.seconds / d.count, d.seconds);
+  }
+}
+
 struct FloorResult {
   int concurrency = 0;
   double minicluster_create_s = 0;
   double job_service_s = 0;  // the floor
   double namespace_delete_s = 0;
   std::string cpu;
+  RequestTable requests_before, requests_after;
 };
 
 // The floor: the Jobs and Services the controller would make for these
@@ -309,6 +375,7 @@ FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
   }
   const auto plane = ControlPlanePids();
   const auto cpu_before = CpuSnapshot::Take(0, plane);
+  result.requests_before = ScrapeRequests(client);
   result.job_service_s = RunConcurrently(
       static_cast<int>(creations.size()), concurrency, [&](int i) {
         const auto& c = creations[i];
@@ -319,6 +386,7 @@ FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
                 "floor create");
       });
   result.cpu = CpuSnapshot::Take(0, plane).Since(cpu_before);
+  result.requests_after = ScrapeRequests(client);
   result.namespace_delete_s =
       DeleteNamespaceAndWait(client, ns, args.timeout_s);
   return result;
@@ -581,6 +649,7 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // watches open
 
   const auto cpu_before = CpuSnapshot::Take(controller->pid(), plane);
+  const RequestTable requests_before = ScrapeRequests(client);
   Clock::time_point first_create;
   double mc_create_s = 0;
   CreateMiniClusters(client, ns, args.count, args.workers, &mc_create_s,
@@ -603,6 +672,7 @@ int main(int argc, char** argv) {
   const double settle_s =
       controller->WaitQuiet(std::chrono::seconds(3), std::chrono::seconds(300));
   const ProcMemory settled = ReadMemory(controller->pid());
+  const RequestTable requests_quiet = ScrapeRequests(client);
   const std::string cpu_until_quiet =
       CpuSnapshot::Take(controller->pid(), plane).Since(cpu_before);
   const double controller_cpu_s =
@@ -663,6 +733,16 @@ int main(int argc, char** argv) {
       "  restart with %d in place: ready %.2f s, CPU %.2f s to ready, "
       "%.2f s in all\n",
       n, restart_ready_s, cpu_at_restart_ready, restart_cpu_s);
+
+  std::printf(
+      "\nWhere the API server's time went (apiserver_request_duration_seconds; "
+      "includes the scrapes, excludes watches):\n");
+  PrintRequests("floor, its Jobs and Services:", floors[0].requests_before,
+                floors[0].requests_after);
+  PrintRequests(
+      "controller phase, first MiniCluster create until the controller was "
+      "quiet:",
+      requests_before, requests_quiet);
 
   std::printf("\nController memory, MiB (/proc/<pid>/status):\n");
   std::printf("  %-44s %6s %6s %7s %7s\n", "", "VmRSS", "VmHWM", "RssAnon",
