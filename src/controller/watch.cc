@@ -156,11 +156,13 @@ void ObjectStore::Remove(const std::string& key) {
   objects_.erase(key);
 }
 
-std::vector<std::string> ObjectStore::Replace(
-    const std::vector<json>& objects) {
+std::vector<std::string> ObjectStore::Replace(std::vector<json> objects) {
   std::lock_guard lock(mu_);
   std::map<std::string, json> fresh;
-  for (const auto& object : objects) fresh[ObjectKey(object)] = object;
+  for (auto& object : objects) {
+    std::string key = ObjectKey(object);
+    fresh[std::move(key)] = std::move(object);
+  }
   std::vector<std::string> gone;
   for (const auto& [key, _] : objects_) {
     if (!fresh.count(key)) gone.push_back(key);
@@ -226,7 +228,13 @@ std::optional<std::string> Informer::List(StopSignal& stop, long* http_status) {
     resource_version = meta.value("resourceVersion", "");
   } while (!continue_token.empty() && !stop.stopped());
 
-  for (const auto& key : store_.Replace(items)) {
+  // The listed objects move into the store (a copy would double the
+  // cache at its peak); the handler gets each back from the store.
+  std::vector<std::string> listed_keys;
+  listed_keys.reserve(items.size());
+  for (const auto& item : items) listed_keys.push_back(ObjectKey(item));
+  const size_t listed = items.size();
+  for (const auto& key : store_.Replace(std::move(items))) {
     json gone{{"metadata", json::object()}};
     const size_t slash = key.find('/');
     if (slash == std::string::npos) {
@@ -237,14 +245,15 @@ std::optional<std::string> Informer::List(StopSignal& stop, long* http_status) {
     }
     handler_(WatchEvent::Type::kDeleted, gone);
   }
-  for (const auto& item : items) handler_(WatchEvent::Type::kAdded, item);
-  items.clear();
-  items.shrink_to_fit();
+  for (const auto& key : listed_keys) {
+    if (auto object = store_.Get(key))
+      handler_(WatchEvent::Type::kAdded, *object);
+  }
   // The pages' memory is free now but stays in glibc's per-thread arenas
   // (each informer lists on its own thread); hand it back to the kernel.
   malloc_trim(0);
-  spdlog::debug("listed {} {} at resourceVersion {}", items.size(),
-                options_.name, resource_version);
+  spdlog::debug("listed {} {} at resourceVersion {}", listed, options_.name,
+                resource_version);
   return resource_version;
 }
 

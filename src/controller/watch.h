@@ -81,7 +81,7 @@ class ObjectStore {
   void Upsert(const nlohmann::json& object);
   void Remove(const std::string& key);
   // Replaces the contents; returns the keys that disappeared.
-  std::vector<std::string> Replace(const std::vector<nlohmann::json>& objects);
+  std::vector<std::string> Replace(std::vector<nlohmann::json> objects);
 
  private:
   void IndexLocked(const std::string& key, const nlohmann::json& object);
