@@ -601,6 +601,9 @@ int main(int argc, char** argv) {
   app.add_option("--crd", args.crd, "the MiniCluster CRD manifest");
   app.add_option("--log-dir", args.log_dir, "where the controller's log goes");
   app.add_option("--timeout", args.timeout_s, "give up a phase after (s)");
+  std::string kube_controllers = "(default list)";
+  app.add_option("--kube-controllers", kube_controllers,
+                 "what kube-controller-manager runs (printed only)");
   CLI11_PARSE(app, argc, argv);
 
   const char* kubeconfig = std::getenv("KUBECONFIG");
@@ -611,9 +614,9 @@ int main(int argc, char** argv) {
 
   std::printf(
       "controller_bench: %ld CPUs, load average %s at start; %d "
-      "MiniClusters, %d workers\n",
+      "MiniClusters, %d workers\nkube-controller-manager controllers: %s\n",
       sysconf(_SC_NPROCESSORS_ONLN), LoadAverage().c_str(), args.count,
-      args.workers);
+      args.workers, kube_controllers.c_str());
   std::fflush(stdout);
   InstallCrd(client, args.crd);
 
