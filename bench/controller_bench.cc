@@ -9,9 +9,12 @@
 // FCC_CP_DIR come from there). The machine is shared and noisy, so what
 // matters is the ratio against the floor of the same run. It prints
 // numbers; it is not a pass/fail test on time.
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,6 +338,80 @@ void PrintRequests(const char* title, const RequestTable& before,
   }
 }
 
+// ------------------------------------------------------------ observer
+
+// Watches one collection of `ns` from `resource_version` and notes when the
+// `count`-th object was ADDED. Counts raw lines (no JSON parse) so the
+// observer costs next to nothing.
+class AddedCounter {
+ public:
+  AddedCounter(const ctl::KubeClient& client, std::string collection,
+               std::string resource_version, int count)
+      : client_(client),
+        collection_(std::move(collection)),
+        resource_version_(std::move(resource_version)),
+        count_(count) {}
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  // Waits until all were seen or the deadline passed; true if all were seen.
+  bool Wait(Clock::time_point deadline) {
+    while (!done_.load() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    stop_ = true;
+    thread_.join();
+    return done_.load();
+  }
+  Clock::time_point done_at() const { return done_at_; }
+  int seen() const { return seen_.load(); }
+
+ private:
+  void Run() {
+    ctl::LineBuffer lines;
+    const std::string path = collection_ +
+                             "?watch=1&resourceVersion=" + resource_version_ +
+                             "&timeoutSeconds=3600";
+    auto response = client_.Stream(
+        path,
+        [&](std::string_view data) {
+          lines.Append(data);
+          std::string line;
+          while (lines.NextLine(&line)) {
+            if (line.rfind("{\"type\":\"ADDED\"", 0) != 0) continue;
+            if (++seen_ == count_) {
+              done_at_ = Clock::now();
+              done_ = true;
+              return false;
+            }
+          }
+          return true;
+        },
+        stop_, 60);
+    if (!done_.load() && !stop_.load()) {
+      // Never expected within a run; resuming would need the last
+      // resourceVersion, so say so (the phase then times out).
+      std::fprintf(stderr, "controller_bench: watch %s ended: %s\n",
+                   collection_.c_str(), response.Describe().c_str());
+    }
+  }
+
+  const ctl::KubeClient& client_;
+  const std::string collection_, resource_version_;
+  const int count_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false}, done_{false};
+  std::atomic<int> seen_{0};
+  Clock::time_point done_at_;
+};
+
+std::string ListResourceVersion(const ctl::KubeClient& client,
+                                const std::string& collection) {
+  auto r = client.Request("GET", collection + "?limit=1");
+  CheckOk(r, "list " + collection);
+  return json::parse(r.body)["metadata"].value("resourceVersion", "");
+}
+
 struct FloorResult {
   int concurrency = 0;
   double minicluster_create_s = 0;
@@ -373,6 +450,18 @@ FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
                          ctl::DesiredService(mc, options).dump(),
                          ctl::kFieldManager});
   }
+  // The controller phase's observer watches run here too, so both phases
+  // carry the same watchers besides the controller's own.
+  const std::string jobs = ctl::CollectionPath("batch/v1", "jobs", ns);
+  const std::string services = ctl::CollectionPath("v1", "services", ns);
+  AddedCounter job_counter(client, jobs, ListResourceVersion(client, jobs),
+                           args.count);
+  AddedCounter service_counter(
+      client, services, ListResourceVersion(client, services), args.count);
+  job_counter.Start();
+  service_counter.Start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // watches open
+
   const auto plane = ControlPlanePids();
   const auto cpu_before = CpuSnapshot::Take(0, plane);
   result.requests_before = ScrapeRequests(client);
@@ -387,89 +476,30 @@ FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
       });
   result.cpu = CpuSnapshot::Take(0, plane).Since(cpu_before);
   result.requests_after = ScrapeRequests(client);
+  const auto deadline = Clock::now() + std::chrono::seconds(args.timeout_s);
+  job_counter.Wait(deadline);
+  service_counter.Wait(deadline);
   result.namespace_delete_s =
       DeleteNamespaceAndWait(client, ns, args.timeout_s);
   return result;
 }
 
-// ------------------------------------------------------------ observer
-
-// Watches one collection of `ns` from `resource_version` and notes when the
-// `count`-th object was ADDED. Counts raw lines (no JSON parse) so the
-// observer costs next to nothing.
-class AddedCounter {
- public:
-  AddedCounter(const ctl::KubeClient& client, std::string collection,
-               std::string resource_version, int count)
-      : client_(client),
-        collection_(std::move(collection)),
-        resource_version_(std::move(resource_version)),
-        count_(count) {}
-
-  void Start() {
-    thread_ = std::thread([this] { Run(); });
-  }
-  // Waits until all were seen or the deadline passed; true if all were seen.
-  bool Wait(Clock::time_point deadline) {
-    while (!done_.load() && Clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    stop_ = true;
-    thread_.join();
-    return done_.load();
-  }
-  Clock::time_point done_at() const { return done_at_; }
-  int seen() const { return seen_.load(); }
-
- private:
-  void Run() {
-    ctl::LineBuffer lines;
-    std::string rv = resource_version_;
-    while (!stop_.load() && !done_.load()) {
-      const std::string path = collection_ + "?watch=1&resourceVersion=" + rv +
-                               "&timeoutSeconds=3600";
-      auto response = client_.Stream(
-          path,
-          [&](std::string_view data) {
-            lines.Append(data);
-            std::string line;
-            while (lines.NextLine(&line)) {
-              if (line.rfind("{\"type\":\"ADDED\"", 0) != 0) continue;
-              if (++seen_ == count_) {
-                done_at_ = Clock::now();
-                done_ = true;
-                return false;
-              }
-            }
-            return true;
-          },
-          stop_, 60);
-      if (!done_.load() && !stop_.load()) {
-        // Never expected within one run; resuming would need the last
-        // resourceVersion, so say so rather than count twice.
-        std::fprintf(stderr, "controller_bench: watch %s ended: %s\n",
-                     collection_.c_str(), response.Describe().c_str());
-        return;
-      }
-    }
-  }
-
-  const ctl::KubeClient& client_;
-  const std::string collection_, resource_version_;
-  const int count_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false}, done_{false};
-  std::atomic<int> seen_{0};
-  Clock::time_point done_at_;
-};
-
-std::string ListResourceVersion(const ctl::KubeClient& client,
-                                const std::string& collection) {
-  auto r = client.Request("GET", collection + "?limit=1");
-  CheckOk(r, "list " + collection);
-  return json::parse(r.body)["metadata"].value("resourceVersion", "");
-}
-
 // ------------------------------------------------------------ controller
+
+// A port the kernel just handed out on loopback (closed again at once; the
+// controller binds it a moment later).
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    Die("cannot find a free loopback port");
+  close(fd);
+  return ntohs(addr.sin_port);
+}
 
 class ControllerProcess {
  public:
@@ -477,7 +507,7 @@ class ControllerProcess {
                     const std::string& lease_namespace,
                     const std::string& log_path)
       : log_path_(log_path) {
-    health_port_ = 20000 + getpid() % 20000;
+    health_port_ = FreeLoopbackPort();
     const std::vector<std::string> argv_strings = {
         args.controller, "run", "--kubeconfig=" + kubeconfig,
         "--workers=" + std::to_string(args.workers),
