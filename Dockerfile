@@ -16,10 +16,13 @@ RUN FCC_BUILD_DIR=/build FCC_BUILD_TESTS=OFF FCC_BUILD_TYPE=Release \
 
 FROM debian:bookworm-slim AS runtime
 # Only the shared libraries the two binaries link (no compilers, no -dev).
+# gRPC, protobuf, abseil and (in the driver) libzmq are linked in statically
+# (cmake/FccStaticLink.cmake); what they need stays shared: zlib, c-ares,
+# re2, OpenSSL, libsodium.
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      libgrpc++1.51 libgrpc29 libprotobuf32 libzmq5 libssl3 libcurl4 \
-      libabsl20220623 libspdlog1.10 libfmt9 libyaml-cpp0.7 libcpp-httplib0.11 \
+      libsodium23 libssl3 libcurl4 zlib1g libc-ares2 libre2-9 \
+      libspdlog1.10 libfmt9 libyaml-cpp0.7 libcpp-httplib0.11 \
       libprometheus-cpp-core1.0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/flux-curve-csi /out/bin/minicluster-controller /usr/local/bin/

@@ -61,6 +61,10 @@ def needed_packages(binary):
     ldd = subprocess.run(["ldd", binary], check=True, capture_output=True,
                          text=True).stdout
     paths = dict(re.findall(r"^\s*(\S+) => (\S+)", ldd, re.M))
+    # The dynamic loader is listed by path alone (a binary names it as
+    # NEEDED when a static archive in it uses __tls_get_addr).
+    paths.update((os.path.basename(p), p)
+                 for p in re.findall(r"^\s*(/\S+) \(0x", ldd, re.M))
     pkgs = {}
     for so in sonames:
         path = os.path.realpath(paths[so])
