@@ -412,6 +412,27 @@ std::string ListResourceVersion(const ctl::KubeClient& client,
   return json::parse(r.body)["metadata"].value("resourceVersion", "");
 }
 
+// The two observers every phase runs: ADDED Jobs and Services in `ns`,
+// watched from now on.
+struct JobAndServiceWatches {
+  JobAndServiceWatches(const ctl::KubeClient& client, const std::string& ns,
+                       int count)
+      : jobs(client, ctl::CollectionPath("batch/v1", "jobs", ns),
+             ListResourceVersion(client,
+                                 ctl::CollectionPath("batch/v1", "jobs", ns)),
+             count),
+        services(client, ctl::CollectionPath("v1", "services", ns),
+                 ListResourceVersion(client,
+                                     ctl::CollectionPath("v1", "services", ns)),
+                 count) {
+    jobs.Start();
+    services.Start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // open
+  }
+  AddedCounter jobs;
+  AddedCounter services;
+};
+
 struct FloorResult {
   int concurrency = 0;
   double minicluster_create_s = 0;
@@ -452,15 +473,7 @@ FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
   }
   // The controller phase's observer watches run here too, so both phases
   // carry the same watchers besides the controller's own.
-  const std::string jobs = ctl::CollectionPath("batch/v1", "jobs", ns);
-  const std::string services = ctl::CollectionPath("v1", "services", ns);
-  AddedCounter job_counter(client, jobs, ListResourceVersion(client, jobs),
-                           args.count);
-  AddedCounter service_counter(
-      client, services, ListResourceVersion(client, services), args.count);
-  job_counter.Start();
-  service_counter.Start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // watches open
+  JobAndServiceWatches watches(client, ns, args.count);
 
   const auto plane = ControlPlanePids();
   const auto cpu_before = CpuSnapshot::Take(0, plane);
@@ -477,8 +490,8 @@ FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
   result.cpu = CpuSnapshot::Take(0, plane).Since(cpu_before);
   result.requests_after = ScrapeRequests(client);
   const auto deadline = Clock::now() + std::chrono::seconds(args.timeout_s);
-  job_counter.Wait(deadline);
-  service_counter.Wait(deadline);
+  watches.jobs.Wait(deadline);
+  watches.services.Wait(deadline);
   result.namespace_delete_s =
       DeleteNamespaceAndWait(client, ns, args.timeout_s);
   return result;
@@ -671,15 +684,7 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const ProcMemory idle = ReadMemory(controller->pid());
 
-  const std::string jobs = ctl::CollectionPath("batch/v1", "jobs", ns);
-  const std::string services = ctl::CollectionPath("v1", "services", ns);
-  AddedCounter job_counter(client, jobs, ListResourceVersion(client, jobs),
-                           args.count);
-  AddedCounter service_counter(
-      client, services, ListResourceVersion(client, services), args.count);
-  job_counter.Start();
-  service_counter.Start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // watches open
+  JobAndServiceWatches watches(client, ns, args.count);
 
   const auto cpu_before = CpuSnapshot::Take(controller->pid(), plane);
   const RequestTable requests_before = ScrapeRequests(client);
@@ -688,15 +693,15 @@ int main(int argc, char** argv) {
   CreateMiniClusters(client, ns, args.count, args.workers, &mc_create_s,
                      &first_create);
   const auto deadline = Clock::now() + std::chrono::seconds(args.timeout_s);
-  const bool all_jobs = job_counter.Wait(deadline);
-  const bool all_services = service_counter.Wait(deadline);
+  const bool all_jobs = watches.jobs.Wait(deadline);
+  const bool all_services = watches.services.Wait(deadline);
   if (!all_jobs || !all_services) {
-    Die("timed out: " + std::to_string(job_counter.seen()) + " Jobs and " +
-        std::to_string(service_counter.seen()) + " Services of " +
+    Die("timed out: " + std::to_string(watches.jobs.seen()) + " Jobs and " +
+        std::to_string(watches.services.seen()) + " Services of " +
         std::to_string(args.count) + "; log: " + log_path);
   }
   const double controller_s =
-      Seconds(std::max(job_counter.done_at(), service_counter.done_at()) -
+      Seconds(std::max(watches.jobs.done_at(), watches.services.done_at()) -
               first_create);
   const ProcMemory at_done = ReadMemory(controller->pid());
   const std::string cpu_until_done =
