@@ -65,8 +65,6 @@ class DriverTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    // An idle open channel holds the driver's graceful shutdown for ~5 s
-    // (gRPC waits for the client to go away); kubelet's would too.
     client_.reset();
     if (driver_ && driver_->running()) {
       EXPECT_EQ(driver_->Terminate(), 0) << "the driver did not stop cleanly";

@@ -2,9 +2,24 @@
 
 #include <openssl/sha.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 namespace fcc::testing {
+namespace {
+
+// kubelet's Go gRPC client reads its connection all the time, so it sees
+// the driver's GOAWAY at SIGTERM at once. gRPC C++ reads an idle channel only
+// when its backup poller runs, every 5 s by default, which held every
+// graceful shutdown with a test client connected for 5 s. Poll like kubelet.
+// Set before main, so before gRPC reads it and before any thread exists.
+[[maybe_unused]] const bool kKubeletLikePolling = [] {
+  setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "50",
+         /*overwrite=*/0);
+  return true;
+}();
+
+}  // namespace
 
 CsiClient::CsiClient(const std::string& socket_path)
     : channel_(grpc::CreateChannel("unix://" + socket_path,
