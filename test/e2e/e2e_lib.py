@@ -261,17 +261,23 @@ class Watcher:
         return self.proc.poll() is None
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        end_process(self.proc, timeout=10)
         self.thread.join(timeout=10)
         self.out.close()
 
 
 # --------------------------------------------------------------- controller
+
+def end_process(proc, sig=signal.SIGTERM, timeout=20):
+    """Sends `sig` to a running child and waits; SIGKILL after `timeout`."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
 
 def _die_with_parent():
     # If the test process dies (even by SIGKILL), so does the child.
@@ -337,13 +343,7 @@ class Controller:
         return "\n".join(self.text().splitlines()[-n:])
 
     def kill(self, sig=signal.SIGTERM, timeout=20):
-        if self.alive():
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end_process(self.proc, sig, timeout)
         self.log_file.close()
         return self.proc.returncode
 

@@ -51,7 +51,7 @@ import yaml  # python3-yaml (scripts/install-deps)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
 import e2e_lib  # noqa: E402
 from e2e_lib import (Failure, Watcher, _die_with_parent, check, cond_true,  # noqa: E402
-                     condition as cond, free_port, kubectl, wait_for)
+                     condition as cond, end_process, free_port, kubectl, wait_for)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(REPO, "examples", "kueue")
@@ -127,13 +127,7 @@ class Process:
         return "\n".join(self.text().splitlines()[-n:])
 
     def stop(self, timeout=20):
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end_process(self.proc, timeout=timeout)
         self.log_file.close()
 
 
