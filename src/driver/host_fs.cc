@@ -139,11 +139,15 @@ std::error_code AttachWithMount(PlannedMount& plan, const std::string& target) {
   // The path now resolves to the new tmpfs's root.
   UniqueFd root(
       open(target.c_str(), O_RDONLY | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
+  if (!root) {
+    const std::error_code ec = LastError();
+    umount2(target.c_str(), UMOUNT_NOFOLLOW | MNT_DETACH);
+    return ec;
+  }
   const auto fail = [&](std::error_code ec) {
-    umount2(root ? FdPath(root.get()).c_str() : target.c_str(), MNT_DETACH);
+    umount2(FdPath(root.get()).c_str(), MNT_DETACH);  // the tmpfs we made
     return ec;
   };
-  if (!root) return fail(LastError());
   for (const PlannedMount::File& file : plan.files) {
     if (auto ec = WriteFileAt(root.get(), file.name, file.content.reveal(),
                               file.mode, file.uid, file.gid)) {
