@@ -33,8 +33,7 @@ std::expected<HostPort, std::string> ParseHostPort(const std::string& address) {
 }
 
 std::expected<std::unique_ptr<HttpServer>, std::string> HttpServer::Start(
-    const std::string& address, Metrics& metrics,
-    const std::atomic<bool>& serving) {
+    const std::string& address, Metrics& metrics, HealthFunction health) {
   auto hp = ParseHostPort(address);
   if (!hp) return std::unexpected(hp.error());
 
@@ -47,12 +46,12 @@ std::expected<std::unique_ptr<HttpServer>, std::string> HttpServer::Start(
            [&metrics](const httplib::Request&, httplib::Response& res) {
              res.set_content(metrics.Render(), "text/plain; version=0.0.4");
            });
-  http.Get("/healthz",
-           [&serving](const httplib::Request&, httplib::Response& res) {
-             const bool ok = serving.load();
-             res.status = ok ? 200 : 503;
-             res.set_content(ok ? "ok\n" : "not serving\n", "text/plain");
-           });
+  http.Get("/healthz", [health = std::move(health)](const httplib::Request&,
+                                                    httplib::Response& res) {
+    const auto healthy = health();
+    res.status = healthy ? 200 : 503;
+    res.set_content(healthy ? "ok\n" : healthy.error() + "\n", "text/plain");
+  });
 
   if (hp->port == 0) {
     self->port_ = http.bind_to_any_port(hp->host);

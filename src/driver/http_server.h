@@ -1,9 +1,9 @@
 // GET /metrics (Prometheus) and GET /healthz on a TCP address, in threads of
-// its own so a slow scraper never touches the CSI socket.
+// its own so a slow scraper or probe never holds a CSI thread.
 #pragma once
 
-#include <atomic>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +16,9 @@ namespace fcc::driver {
 
 class Metrics;
 
+// Healthy, or a short reason for the 503's body.
+using HealthFunction = std::function<std::expected<void, std::string>()>;
+
 struct HostPort {
   std::string host;
   int port = 0;
@@ -26,10 +29,9 @@ std::expected<HostPort, std::string> ParseHostPort(const std::string& address);
 class HttpServer {
  public:
   // Binds `address` (port 0: any free port) and serves in the background.
-  // /healthz answers 200 while `serving` is true, else 503.
+  // /healthz answers 200 while `health` says healthy, else 503 and why.
   static std::expected<std::unique_ptr<HttpServer>, std::string> Start(
-      const std::string& address, Metrics& metrics,
-      const std::atomic<bool>& serving);
+      const std::string& address, Metrics& metrics, HealthFunction health);
   ~HttpServer();  // stops and joins
 
   int port() const { return port_; }

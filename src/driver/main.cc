@@ -11,6 +11,7 @@
 #include "driver/key_cache.h"
 #include "driver/logging.h"
 #include "driver/master_key.h"
+#include "driver/registration_service.h"
 #include "driver/server.h"
 #include "driver/volume_request.h"
 
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
   serve.endpoint = "unix:///csi/csi.sock";
   serve.master_key_file = "/etc/flux-curve-csi/master.key";
   serve.metrics_address = "0.0.0.0:9810";
+  serve.kubelet_registration_path = driver::kDefaultKubeletRegistrationPath;
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve CSI Identity and Node on a unix socket (the DaemonSet)");
   serve_cmd
@@ -141,6 +143,20 @@ int main(int argc, char** argv) {
                    "host:port serving Prometheus /metrics and /healthz; "
                    "empty disables")
       ->envname("METRICS_ADDRESS")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--registration-dir", serve.registration_dir,
+                   "kubelet's plugin registration directory as mounted here "
+                   "(host /var/lib/kubelet/plugins_registry): serve "
+                   "curve.minicluster.dev-reg.sock there so kubelet registers "
+                   "the driver without node-driver-registrar; empty disables")
+      ->envname("REGISTRATION_DIR");
+  serve_cmd
+      ->add_option("--kubelet-registration-path",
+                   serve.kubelet_registration_path,
+                   "The CSI socket's path on the host, as kubelet dials it "
+                   "(told to kubelet when registering)")
+      ->envname("KUBELET_REGISTRATION_PATH")
       ->capture_default_str();
   serve_cmd
       ->add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,

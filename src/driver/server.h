@@ -15,6 +15,11 @@ struct ServeOptions {
   std::string node_id;
   std::string master_key_file;
   std::string metrics_address;  // host:port for /metrics, /healthz; "" = off
+  // kubelet's plugins_registry as mounted here; "" = no self-registration
+  // (a node-driver-registrar sidecar registers the driver instead).
+  std::string registration_dir;
+  // The CSI socket's path on the host, as kubelet dials it.
+  std::string kubelet_registration_path;
   PublisherOptions publisher;
   ValidationPolicy validation;
   std::optional<MountApi> mount_api;  // unset: DetectMountApi()
@@ -25,8 +30,9 @@ struct ServeOptions {
 std::expected<std::string, std::string> SocketPathFromEndpoint(
     const std::string& endpoint);
 
-// Loads the master key, serves until SIGTERM or SIGINT, then drains
-// in-flight calls. Returns the process exit code.
+// Loads the master key, serves CSI (and, with a registration dir, kubelet's
+// Registration service) until SIGTERM or SIGINT, then drains in-flight
+// calls. Returns the process exit code.
 int Serve(const ServeOptions& options);
 
 }  // namespace fcc::driver

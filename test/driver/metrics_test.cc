@@ -1,11 +1,7 @@
 // The real driver with --metrics-address: real publishes over the CSI
 // socket, then GET /metrics and /healthz over real HTTP.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <map>
 #include <optional>
@@ -16,22 +12,6 @@
 
 namespace fcc::testing {
 namespace {
-
-// A loopback port nothing listens on right now.
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // The value of the sample `name` whose labels include all of `labels`.
 std::optional<double> Sample(const std::string& body, const std::string& name,
