@@ -3,6 +3,13 @@
 # The DaemonSet runs `flux-curve-csi serve` as root (it mounts); the
 # controller Deployment runs `minicluster-controller` as the image's
 # non-root user. test/deploy/check_dockerfile.py keeps this file honest.
+#
+# Binaries built already (CI: scripts/image driver --prebuilt BUILD_DIR) skip
+# the build stage: a directory holding out/bin/<both programs> stands in for
+# it as the named context `build`, and only the runtime stage runs:
+#   buildah bud --build-context build=DIR .   (docker buildx build: the same)
+# Without a registry, scripts/image makes the two Debian bases from Debian's
+# archive (mmdebstrap) and builds this file with buildah.
 
 FROM debian:bookworm AS build
 WORKDIR /src

@@ -4,7 +4,10 @@ its build stage must call scripts/install-deps --build-only and
 scripts/build (the build scripts/test uses too), scripts/build must build
 and install both programs (it is run here into a temp prefix), and the
 runtime stage must install the Debian package of every shared library the
-installed binaries link.
+installed binaries link. The build stage is named `build` and the runtime
+stage takes nothing else from the build context: scripts/image driver
+--prebuilt replaces that stage with already built binaries (buildah's
+--build-context build=DIR) and gives the runtime stage no other files.
 
 usage: check_dockerfile.py REPO_DIR BUILD_DIR
 """
@@ -103,8 +106,15 @@ def main():
         m = re.search(r"scripts/build --prefix[ =](\S+)", " ".join(runs))
         check(m is not None, "build stage does not RUN scripts/build --prefix")
         prefix = m.group(1) if m else None
+    check(build and build[0][1] == "build",
+          "the stage that RUNs scripts/build must be named `build` "
+          "(scripts/image driver --prebuilt passes --build-context build=DIR)")
     final = st[-1]
     copies = [r for i, r in final[2] if i == "COPY"]
+    check(not any(i == "ADD" or (i == "COPY" and "--from=" not in r)
+                  for i, r in final[2]),
+          "the runtime stage must COPY only --from the build stage (scripts/"
+          "image driver --prebuilt builds it with no other context)")
     for b in BINARIES:
         check(any(f"--from={build[0][1] if build else ''}" in r
                   and f"{prefix}/bin/{b}" in r for r in copies),
