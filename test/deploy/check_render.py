@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Renders deploy/ with kustomize and checks that the CSIDriver, the
-DaemonSet, the sidecars' args and the driver's own flags agree: one driver
-name, one socket, one master key Secret. Then starts the real driver with
+DaemonSet and the driver's own flags agree: one driver name, one socket (the
+one the driver serves, registers with kubelet and probes for liveness), one
+master key Secret. Then starts the real driver with
 the DaemonSet's args (paths redirected to a temp dir) to prove it accepts
 them, and checks that deliberately broken manifests are caught.
 
@@ -150,41 +151,19 @@ def check_socket(spec, driver, driver_flags, c):
     c.equal(plugin_vol["hostPath"].get("type"), "DirectoryOrCreate",
             "plugin dir hostPath type")
 
-    for name in ("node-driver-registrar", "livenessprobe"):
-        try:
-            sidecar = m.container(spec, name)
-        except KeyError as e:
-            c.check(False, str(e))
-            continue
-        sf = m.flags(sidecar.get("args", []))
-        addr = str(sf.get("--csi-address", ""))
-        try:
-            c.equal(m.host_path_of(spec, sidecar, addr), host_sock,
-                    f"{name} --csi-address {addr!r} on the host")
-        except KeyError as e:
-            c.check(False, f"{name} --csi-address: {e}")
-        if name == "node-driver-registrar":
-            c.equal(sf.get("--kubelet-registration-path"), host_sock,
-                    "registrar --kubelet-registration-path")
-            probe = sidecar.get("livenessProbe", {}).get("exec", {})
-            pf = m.flags(probe.get("command", [])[1:])
-            c.equal(pf.get("--mode"), "kubelet-registration-probe",
-                    "registrar liveness probe --mode")
-            c.equal(pf.get("--kubelet-registration-path"), host_sock,
-                    "registrar liveness probe --kubelet-registration-path")
-            try:
-                c.equal(m.host_path_of(spec, sidecar, "/registration"),
-                        REGISTRATION_DIR, "registrar /registration hostPath")
-            except KeyError as e:
-                c.check(False, f"registrar registration dir: {e}")
-        else:
-            port = int(sf.get("--health-port", 9808))
-            ports = {p.get("name"): p["containerPort"]
-                     for p in driver.get("ports", [])}
-            c.equal(ports.get("healthz"), port,
-                    "driver port 'healthz' vs livenessprobe --health-port")
-            c.equal(driver.get("livenessProbe", {}).get("httpGet", {})
-                    .get("port"), "healthz", "driver livenessProbe port")
+    c.equal([ct["name"] for ct in spec["containers"]], ["driver"],
+            "one container: the driver registers itself (no sidecars)")
+    c.equal(driver_flags.get("--kubelet-registration-path"), host_sock,
+            "driver --kubelet-registration-path (the socket kubelet dials)")
+    reg = str(driver_flags.get("--registration-dir", ""))
+    try:
+        c.equal(m.host_path_of(spec, driver, reg + "/x"), REGISTRATION_DIR + "/x",
+                "driver --registration-dir on the host (kubelet's plugin registry)")
+    except KeyError as e:
+        c.check(False, f"driver --registration-dir {reg!r}: {e}")
+    probe = driver.get("livenessProbe", {}).get("httpGet", {})
+    c.equal((probe.get("path"), probe.get("port")), ("/healthz", "metrics"),
+            "driver livenessProbe: its own /healthz on the metrics port")
 
 
 def check_metrics(driver, driver_flags, serve_flags, c):
@@ -244,8 +223,9 @@ def check_objects(objects, serve_flags, global_flags):
 
 
 def driver_accepts_args(binary, args):
-    """Starts the real driver with the DaemonSet's args, only the socket and
-    the key redirected to a temp dir; it must come up serving."""
+    """Starts the real driver with the DaemonSet's args, only the socket, the
+    registration dir and the key redirected to a temp dir; it must come up
+    serving."""
     with tempfile.TemporaryDirectory() as tmp:
         key = os.path.join(tmp, "master.key")
         with open(key, "wb") as fh:
@@ -261,6 +241,8 @@ def driver_accepts_args(binary, args):
                 a = f"--master-key-file={key}"
             elif a.startswith("--metrics-address="):
                 a = "--metrics-address=127.0.0.1:0"
+            elif a.startswith("--registration-dir="):
+                a = f"--registration-dir={tmp}"
             argv.append(a.replace("$(NODE_NAME)", "render-check-node"))
         proc = subprocess.Popen([binary, *argv], stderr=subprocess.PIPE,
                                 text=True)
@@ -288,11 +270,6 @@ def _driver(objs):
                        "driver")
 
 
-def _registrar(objs):
-    return m.container(m.pod_spec(m.find(objs, "DaemonSet", DS_NAME)[0]),
-                       "node-driver-registrar")
-
-
 def _set_arg(ct, flag, value):
     ct["args"] = [a for a in ct["args"] if not str(a).startswith(flag + "=")]
     ct["args"].append(f"{flag}={value}")
@@ -306,7 +283,7 @@ MUTATIONS = {
     "driver socket": lambda o: _set_arg(_driver(o), "--endpoint",
                                         "unix:///csi/other.sock"),
     "registration path": lambda o: _set_arg(
-        _registrar(o), "--kubelet-registration-path",
+        _driver(o), "--kubelet-registration-path",
         "/var/lib/kubelet/plugins/csi-curve/csi.sock"),
     "key file dir": lambda o: _set_arg(_driver(o), "--master-key-file",
                                        "/etc/master.key"),
@@ -315,6 +292,10 @@ MUTATIONS = {
         "runAsUser"),
     "propagation": lambda o: m.mount_for(_driver(o), PODS_DIR)[0].update(
         mountPropagation="HostToContainer"),
+    "registration dir": lambda o: _set_arg(_driver(o), "--registration-dir",
+                                           "/var/lib/kubelet/plugins_registry"),
+    "liveness probe": lambda o: _driver(o)["livenessProbe"]["httpGet"].update(
+        port=9808),
     "metrics port": lambda o: [p.update(containerPort=9811)
                                for p in _driver(o)["ports"]
                                if p["name"] == "metrics"],

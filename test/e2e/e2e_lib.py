@@ -358,8 +358,10 @@ def stop_all_controllers():
 
 # --------------------------------------------------------------------- main
 
-def _under_control_plane(needs_controller):
-    """Re-runs this script under `scripts/controlplane run` with a fresh dir."""
+def _under_control_plane(needs_controller, node_images=None):
+    """Re-runs this script under `scripts/controlplane run` with a fresh dir;
+    with `node_images` (OCI archives, pause first) on a real node, in a
+    network and mount namespace of its own."""
     if not os.environ.get("FCC_CONTROLLER"):
         default = os.path.join(REPO, "build", "src", "controller", "minicluster-controller")
         os.environ["FCC_CONTROLLER"] = default
@@ -372,8 +374,13 @@ def _under_control_plane(needs_controller):
     # the plane; PDEATHSIG=SIGTERM covers our own death.
     def child_setup():
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
-    proc = subprocess.Popen([CONTROLPLANE, "run", work, "--", sys.executable, *sys.argv],
-                            env={**os.environ, "FCC_E2E_WORK": work}, preexec_fn=child_setup)
+    cmd = [CONTROLPLANE, "run", work, "--", sys.executable, *sys.argv]
+    env = {**os.environ, "FCC_E2E_WORK": work}
+    if node_images is not None:
+        cmd = ["unshare", "--net", "--mount", "--propagation", "private",
+               CONTROLPLANE, "run", work, "--node", *cmd[3:]]
+        env["FCC_NODE_IMAGES"] = ":".join(node_images)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=child_setup)
     signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     signal.signal(signal.SIGINT, lambda *_: proc.terminate())
     rc = proc.wait()
@@ -385,11 +392,14 @@ def _under_control_plane(needs_controller):
     return rc
 
 
-def main(tests, needs_controller=True, crd=True):
+def main(tests, needs_controller=True, crd=True, node_images=None, setup=None):
     """Runs `tests` (functions taking the work dir) on a control plane;
-    `crd`: apply the MiniCluster CRD first."""
+    `crd`: apply the MiniCluster CRD first; `node_images`: a callable giving
+    the OCI archives for a real node (pause first), called before the
+    cluster starts; `setup(work)`: run once before the tests."""
     if "FCC_CP_DIR" not in os.environ:
-        sys.exit(_under_control_plane(needs_controller))
+        images = node_images() if node_images else None
+        sys.exit(_under_control_plane(needs_controller, images))
     work = os.environ.get("FCC_E2E_WORK") or os.environ["FCC_CP_DIR"]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     only = sys.argv[1:]
@@ -398,6 +408,8 @@ def main(tests, needs_controller=True, crd=True):
     try:
         if crd:
             install_crd()
+        if setup:
+            setup(work)
         for test in tests:
             if only and test.__name__ not in only:
                 continue

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""MiniClusters on the real node: real Flux brokers share one cert.
+
+The project is installed from deploy/ as in node_test.py: the driver
+DaemonSet and the controller Deployment run as pods of the real node (the
+controller reaches the API server in-cluster, through the `kubernetes`
+Service's address). MiniClusters use the Flux test image (flux-core 0.88
+from ../shared/flux-core on Debian, scripts/image flux); their pods run the
+controller's rendered command unchanged, read the cert the driver mounted and
+wire up over the pod network, finding each other through CoreDNS.
+
+Env: FCC_DRIVER (the flux-curve-csi binary), FCC_KEEP=1.
+"""
+
+import hashlib
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from node_lib import (archive_name, cert_path_on_node, image_archive, install,  # noqa: E402
+                      mounts_of, node_images)
+from e2e_lib import (API, apply, check, check_eq, create_namespace, get, items,  # noqa: E402
+                     kubectl, log, main, wait_for)
+
+FLUX_USER = {"uid": 1000, "gid": 1000}
+
+
+def flux_image():
+    return os.environ["FCC_FLUX_IMAGE"]
+
+
+def all_images():
+    images = node_images()
+    flux = image_archive("flux")
+    os.environ["FCC_FLUX_IMAGE"] = archive_name(flux)
+    return images + [flux]
+
+
+def minicluster(name, ns, size, command=None, **spec):
+    obj = {"apiVersion": API, "kind": "MiniCluster", "metadata": {"name": name, "namespace": ns},
+           "spec": {"size": size, "image": flux_image(), "fluxUser": FLUX_USER,
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}, **spec}}
+    if command:
+        obj["spec"]["command"] = command
+    return obj
+
+
+def pods_of(name, ns):
+    return sorted(items("pods", ns, f"minicluster.dev/name={name}"),
+                  key=lambda p: p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+
+
+def state(name, ns):
+    mc = get("minicluster", name, ns) or {}
+    return mc.get("status", {}).get("state")
+
+
+def running_pods(name, ns, size):
+    pods = pods_of(name, ns)
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    return running if len(running) == size else None
+
+
+def ready(pod):
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def cert_digests(pods):
+    """sha256 of each pod's curve.cert as the node holds it (None if not
+    mounted yet)."""
+    out = {}
+    for p in pods:
+        try:
+            with open(cert_path_on_node(p["metadata"]["uid"]), "rb") as f:
+                out[p["metadata"]["name"]] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            out[p["metadata"]["name"]] = None
+    return out
+
+
+def public_key_of(pod_uid):
+    with open(cert_path_on_node(pod_uid)) as f:
+        return [l.split('"')[1] for l in f if l.strip().startswith("public-key")][0]
+
+
+def index0_logs(name, ns):
+    return kubectl("logs", "-n", ns, f"job/{name}", "--tail=-1", check_rc=False).stdout
+
+
+def wait_gone(name, ns, uids):
+    wait_for(f"MiniCluster {name}'s Job and pods gone", lambda: get("job", name, ns) is None
+             and not pods_of(name, ns), timeout=120)
+    wait_for(f"no volume of {name} left on the node",
+             lambda: not any(mounts_of(u) for u in uids), timeout=90)
+
+
+# ------------------------------------------------------------------ tests
+
+def test_ephemeral(work):
+    """Size 3, `flux run -N3 hostname`: all Running, one cert, three
+    hostnames from index 0, the Job complete through successPolicy."""
+    ns, name = "mc-ephemeral", "hello"
+    create_namespace(ns)
+    t0 = time.monotonic()
+    apply(minicluster(name, ns, 3, ["flux", "run", "-N3", "hostname"]))
+    digests, all_running, uids = {}, None, set()
+    deadline = time.monotonic() + 240
+    while state(name, ns) not in ("Succeeded", "Failed") and time.monotonic() < deadline:
+        pods = pods_of(name, ns)
+        uids |= {p["metadata"]["uid"] for p in pods}
+        if all_running is None and len([p for p in pods if p["status"].get("phase") == "Running"]) == 3:
+            all_running = time.monotonic() - t0
+        digests.update({k: v for k, v in cert_digests(pods).items() if v})
+        time.sleep(0.2)
+    log(f"size 3: create to all Running {all_running}s, to {state(name, ns)} "
+        f"{time.monotonic() - t0:.1f}s")
+    check_eq(state(name, ns), "Succeeded", f"MiniCluster {name} state")
+    check(all_running is not None, "all three pods were Running at once")
+    check_eq(len(digests), 3, f"certs read on the node: {digests}")
+    check_eq(len(set(digests.values())), 1, "one curve.cert, byte for byte, in all three pods")
+    out = index0_logs(name, ns)
+    for i in range(3):
+        check(f"{name}-{i}\n" in out, f"index 0 printed {name}-{i}: {out[-600:]}")
+    job = get("job", name, ns)
+    check(any(c["type"] == "SuccessCriteriaMet" and c["status"] == "True"
+              for c in job["status"].get("conditions", [])), "the Job met its successPolicy")
+    wait_for("the finished pods' volumes unmounted", lambda: not any(mounts_of(u) for u in uids),
+             timeout=90)
+    kubectl("delete", "minicluster", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
+def test_persistent(work):
+    """Size 2, no command: stays up; `kubectl exec` into index 0 runs
+    `flux run -N2 hostname`; deleting it removes the Job, pods and mounts."""
+    ns, name = "mc-persistent", "lab"
+    create_namespace(ns)
+    t0 = time.monotonic()
+    apply(minicluster(name, ns, 2))
+    pods = wait_for("both brokers Running and Ready", lambda: (
+        lambda r: r if r and all(ready(p) for p in r) else None)(running_pods(name, ns, 2)),
+        timeout=240)
+    log(f"size 2 persistent: create to Ready {time.monotonic() - t0:.1f}s")
+    digests = cert_digests(pods)
+    check(len(set(digests.values())) == 1 and None not in digests.values(),
+          f"one curve.cert in both pods: {digests}")
+    lead = pods[0]["metadata"]["name"]
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N2", "hostname", timeout=120).stdout
+    check_eq(sorted(out.split()), [f"{name}-0", f"{name}-1"], "flux run -N2 hostname through kubectl exec")
+    time.sleep(5)
+    check_eq(state(name, ns), "Running", "a persistent MiniCluster stays Running")
+    uids = [p["metadata"]["uid"] for p in pods]
+    kubectl("delete", "minicluster", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
+def test_failing_command(work):
+    ns, name = "mc-failing", "oops"
+    create_namespace(ns)
+    apply(minicluster(name, ns, 2, ["sh", "-c", "echo no such input >&2; exit 3"]))
+    wait_for(f"MiniCluster {name} Failed", lambda: state(name, ns) == "Failed", timeout=240)
+    mc = get("minicluster", name, ns)
+    failed = [c for c in mc["status"]["conditions"] if c["type"] == "Failed"][0]
+    log(f"Failed: reason={failed['reason']} message={failed.get('message', '')[:200]}")
+    check(failed["status"] == "True" and failed["reason"], f"Failed with a reason: {failed}")
+    uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
+    kubectl("delete", "minicluster", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
+def test_recreated_gets_new_key(work):
+    ns, name = "mc-recreate", "again"
+    create_namespace(ns)
+    keys = []
+    for _ in range(2):
+        apply(minicluster(name, ns, 1))
+        pods = wait_for("the broker Running", lambda: running_pods(name, ns, 1), timeout=240)
+        uid = pods[0]["metadata"]["uid"]
+        keys.append(public_key_of(uid))
+        kubectl("delete", "minicluster", name, "-n", ns)
+        wait_gone(name, ns, [uid])
+    check(keys[0] != keys[1], f"a re-created MiniCluster (new uid) gets a new key: {keys}")
+
+
+if __name__ == "__main__":
+    main([test_ephemeral, test_persistent, test_failing_command, test_recreated_gets_new_key],
+         needs_controller=False, crd=False, node_images=all_images, setup=install)

@@ -1,0 +1,181 @@
+"""Helpers for tests on the real node (scripts/controlplane --node): the
+images it runs, the project installed from deploy/, the driver's mounts as
+the node sees them, and pods with the driver's inline volume.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from e2e_lib import (REPO, Failure, check, check_eq, get, items, kubectl,  # noqa: E402,F401
+                     wait_for)
+
+DRIVER = "curve.minicluster.dev"
+NAMESPACE = "flux-curve-csi"
+NODE = "fcc-node"
+KUBELET_PODS = "/var/lib/kubelet/pods"
+CERT = "/etc/flux/curve/curve.cert"
+
+
+def driver_binary():
+    return os.environ.get("FCC_DRIVER") or os.path.join(REPO, "build", "src", "driver", "flux-curve-csi")
+
+
+def image_archive(*args):
+    """Builds (or finds in the cache) an image with scripts/image; its path."""
+    r = subprocess.run([os.path.join(REPO, "scripts", "image"), *args],
+                       stdout=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"node: scripts/image {' '.join(args)} failed")
+    return r.stdout.strip().splitlines()[-1]
+
+
+def node_images():
+    build_dir = os.path.dirname(os.path.dirname(os.path.dirname(driver_binary())))
+    return [image_archive("pause"), image_archive("driver", "--prebuilt", build_dir)]
+
+
+def archive_name(archive):
+    """The image name an OCI archive gives containerd on import."""
+    out = subprocess.run(["tar", "-xOf", archive, "index.json"], capture_output=True, text=True, check=True)
+    for m in json.loads(out.stdout)["manifests"]:
+        a = m.get("annotations", {})
+        name = a.get("io.containerd.image.name") or a.get("org.opencontainers.image.ref.name")
+        if name:
+            return name
+    raise Failure(f"{archive} names no image")
+
+
+def driver_image():
+    """The driver image's name, as the node imported it."""
+    return archive_name(os.environ["FCC_NODE_IMAGES"].split(":")[1])
+
+
+# ------------------------------------------------------------------ the node
+
+def our_mounts():
+    """(target, options) of every mount of this driver on the node."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ", 1)
+            fstype, source, super_opts = right.split()[:3]
+            if fstype == "tmpfs" and source == DRIVER:
+                found.append((left.split()[4], left.split()[5]))
+    return found
+
+
+def cert_path_on_node(pod_uid, volume="curve"):
+    return f"{KUBELET_PODS}/{pod_uid}/volumes/kubernetes.io~csi/{volume}/mount/curve.cert"
+
+
+def mounts_of(pod_uid):
+    return [m for m in our_mounts() if f"/pods/{pod_uid}/" in m[0]]
+
+
+# ------------------------------------------------------------------ pods
+
+def curve_pod(name, ns, minicluster="m1", generation="g1", owner="1000:1000", attrs=None):
+    volume_attrs = {"minicluster": minicluster, "generation": generation, "owner": owner}
+    if attrs is not None:
+        volume_attrs = attrs
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+            "containers": [{
+                "name": "broker", "image": driver_image(), "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "infinity"],
+                "volumeMounts": [{"name": "curve", "mountPath": os.path.dirname(CERT), "readOnly": True}],
+            }],
+            "volumes": [{"name": "curve", "csi": {
+                "driver": DRIVER, "readOnly": True, "volumeAttributes": volume_attrs}}],
+        },
+    }
+
+
+def pod_phase(name, ns):
+    pod = get("pod", name, ns)
+    return pod and pod.get("status", {}).get("phase")
+
+
+def wait_running(name, ns, timeout=120):
+    wait_for(f"pod {ns}/{name} Running", lambda: pod_phase(name, ns) == "Running", timeout=timeout)
+    return get("pod", name, ns)["metadata"]["uid"]
+
+
+def delete_pod(name, ns, uid):
+    kubectl("delete", "pod", name, "-n", ns, "--wait=false")
+    wait_for(f"pod {ns}/{name} gone", lambda: get("pod", name, ns) is None, timeout=90)
+    # kubelet unpublishes and removes the pod dir after the API object is gone.
+    wait_for(f"no volume of pod {uid} left on the node",
+             lambda: not mounts_of(uid) and not os.path.exists(f"{KUBELET_PODS}/{uid}"), timeout=90)
+
+
+def exec_in(name, ns, *cmd):
+    return kubectl("exec", "-n", ns, name, "--", *cmd, timeout=60).stdout
+
+
+def expected_public(work, ns, minicluster, generation):
+    return subprocess.run(
+        [driver_binary(), "cert", "--master-key-file", os.path.join(work, "master.key"),
+         "--namespace", ns, "--minicluster", minicluster, "--generation", generation, "--public-only"],
+        capture_output=True, text=True, check=True).stdout.strip()
+
+
+def check_cert_in_pod(work, name, ns, minicluster="m1", generation="g1"):
+    want = expected_public(work, ns, minicluster, generation)
+    out = exec_in(name, ns, "flux-curve-csi", "verify", "--expect-public", want,
+                  "--expect-name", f"{ns}.{minicluster}", CERT)
+    check(out.startswith("OK "), f"verify in the pod: {out}")
+    check_eq(exec_in(name, ns, "stat", "-c", "%a %u %g", CERT).strip(), "400 1000 1000",
+             "curve.cert mode, uid, gid")
+    mount = [l for l in exec_in(name, ns, "cat", "/proc/mounts").splitlines()
+             if l.split()[1] == os.path.dirname(CERT)]
+    check(len(mount) == 1, f"one mount at {os.path.dirname(CERT)}: {mount}")
+    fstype, options = mount[0].split()[2], mount[0].split()[3].split(",")
+    check(fstype == "tmpfs" and "ro" in options, f"a read-only tmpfs: {mount[0]}")
+
+
+def events_of(name, ns):
+    return [e for e in items("events", ns) if e["involvedObject"].get("name") == name]
+
+
+# ------------------------------------------------------------------ install
+
+def install(work):
+    """The README's install, with the image built here."""
+    key = os.path.join(work, "master.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(64))
+    os.chmod(key, 0o400)
+    kubectl("create", "namespace", NAMESPACE)
+    kubectl("-n", NAMESPACE, "create", "secret", "generic", "flux-curve-csi-master-key",
+            f"--from-file=master.key={key}")
+    deploy = os.path.join(work, "deploy")
+    shutil.copytree(os.path.join(REPO, "deploy"), deploy)
+    kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([kustomize, "edit", "set", "image", f"ghcr.io/flux-curve-csi/flux-curve-csi={driver_image()}"],
+                   cwd=deploy, check=True)
+    kubectl("apply", "-k", deploy)
+    wait_for("the driver DaemonSet Ready on the node", daemonset_ready, timeout=180)
+
+
+def daemonset_ready():
+    ds = get("daemonset", "flux-curve-csi-node", NAMESPACE)
+    st = (ds or {}).get("status", {})
+    return st.get("desiredNumberScheduled") == 1 and st.get("numberReady") == 1 \
+        and st.get("updatedNumberScheduled") == 1
+
+
+def driver_pod():
+    pods = [p for p in items("pods", NAMESPACE, "app.kubernetes.io/component=node")
+            if not p["metadata"].get("deletionTimestamp")]
+    return pods[0] if len(pods) == 1 else None
+
+
