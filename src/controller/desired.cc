@@ -7,7 +7,6 @@ using nlohmann::json;
 
 constexpr char kConfigVolume[] = "flux-config";
 constexpr char kCurveVolume[] = "curve";
-constexpr char kRunVolume[] = "flux-run";
 
 json BaseMetadata(const MiniCluster& mc, const std::string& name) {
   return json{{"name", name},
@@ -23,28 +22,7 @@ json PodSecurityContext(const FluxUser& user) {
   return ctx;
 }
 
-// Ready once the broker answers on its local socket: for Kueue's
-// waitForPodsReady, a MiniCluster whose brokers never start stays unready.
-json BrokerReadinessProbe() {
-  return json{{"exec", {{"command", json::array({"flux", "uptime"})}}},
-              {"periodSeconds", 5},
-              {"timeoutSeconds", 10},
-              {"failureThreshold", 3}};
-}
-
-// FLUX_URI first: a user's own env entry of that name comes later and wins.
-json ContainerEnv(const MiniCluster& mc, const DesiredOptions& opts) {
-  json env =
-      json::array({{{"name", "FLUX_URI"}, {"value", FluxLocalUri(opts)}}});
-  for (const auto& entry : mc.spec.env) env.push_back(entry);
-  return env;
-}
-
 }  // namespace
-
-std::string FluxLocalUri(const DesiredOptions& opts) {
-  return "local://" + opts.run_mount_path + "/local";
-}
 
 std::string ServiceName(const MiniCluster& mc) { return mc.name; }
 std::string JobName(const MiniCluster& mc) { return mc.name; }
@@ -96,8 +74,7 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += FluxBrokerConfig(mc, opts);
   script += "FLUX_BROKER_TOML\n";
   script += "exec flux start --config-path=" + conf_dir +
-            " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
-            " -Slocal-uri=" + FluxLocalUri(opts);
+            " -Stbon.connect_timeout=" + mc.spec.connect_timeout;
   if (mc.ephemeral()) {
     // Only rank 0 runs the initial program; when it exits the instance
     // shuts down and every follower broker exits 0.
@@ -126,8 +103,7 @@ json DesiredService(const MiniCluster& mc, const DesiredOptions& opts) {
 
 json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
   json metadata = BaseMetadata(mc, JobName(mc));
-  for (const char* key :
-       {kQueueNameLabel, kPriorityClassLabel, kMaxExecTimeLabel}) {
+  for (const char* key : {kQueueNameLabel, kPriorityClassLabel}) {
     if (auto it = mc.labels.find(key); it != mc.labels.end()) {
       metadata["labels"][key] = it->second;
     }
@@ -142,16 +118,13 @@ json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
       {"ports", json::array({{{"name", "flux-broker"},
                               {"containerPort", mc.spec.broker_port},
                               {"protocol", "TCP"}}})},
-      {"env", ContainerEnv(mc, opts)},
-      {"readinessProbe", BrokerReadinessProbe()},
       {"volumeMounts", json::array({{{"name", kCurveVolume},
                                      {"mountPath", opts.curve_mount_path},
                                      {"readOnly", true}},
                                     {{"name", kConfigVolume},
-                                     {"mountPath", opts.config_mount_path}},
-                                    {{"name", kRunVolume},
-                                     {"mountPath", opts.run_mount_path}}})}};
+                                     {"mountPath", opts.config_mount_path}}})}};
   if (mc.spec.command) container["args"] = *mc.spec.command;
+  if (!mc.spec.env.empty()) container["env"] = mc.spec.env;
   if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
 
   json csi{{"driver", kCsiDriverName},
@@ -169,8 +142,7 @@ json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
       {"containers", json::array({container})},
       {"volumes",
        json::array({{{"name", kCurveVolume}, {"csi", csi}},
-                    {{"name", kConfigVolume}, {"emptyDir", json::object()}},
-                    {{"name", kRunVolume}, {"emptyDir", json::object()}}})}};
+                    {{"name", kConfigVolume}, {"emptyDir", json::object()}}})}};
 
   return json{
       {"apiVersion", "batch/v1"},

@@ -24,15 +24,7 @@ struct DesiredOptions {
   std::string curve_mount_path = "/etc/flux/curve";
   // A writable emptyDir the start script writes the broker config into.
   std::string config_mount_path = "/etc/flux/minicluster";
-  // A writable emptyDir holding the broker's local socket, `local`. At
-  // /run/flux the flux CLI finds it with no FLUX_URI at all (the system
-  // instance's default), so `kubectl exec POD -- flux ...` just works.
-  std::string run_mount_path = "/run/flux";
 };
-
-// local:///run/flux/local: the broker's local URI, also set as FLUX_URI in
-// every container (and so in `kubectl exec` and exec probes).
-std::string FluxLocalUri(const DesiredOptions& opts);
 
 std::string ServiceName(const MiniCluster& mc);
 std::string JobName(const MiniCluster& mc);
