@@ -160,7 +160,7 @@ def install(work):
     shutil.copytree(os.path.join(REPO, "deploy"), deploy)
     kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
                                capture_output=True, text=True, check=True).stdout.strip()
-    subprocess.run([kustomize, "edit", "set", "image", f"ghcr.io/flux-curve-csi/flux-curve-csi={driver_image()}"],
+    subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={driver_image()}"],
                    cwd=deploy, check=True)
     kubectl("apply", "-k", deploy)
     wait_for("the driver DaemonSet Ready on the node", daemonset_ready, timeout=180)
