@@ -104,7 +104,11 @@ def pod_phase(name, ns):
 
 
 def wait_running(name, ns, timeout=120):
-    wait_for(f"pod {ns}/{name} Running", lambda: pod_phase(name, ns) == "Running", timeout=timeout)
+    try:
+        wait_for(f"pod {ns}/{name} Running", lambda: pod_phase(name, ns) == "Running", timeout=timeout)
+    except Failure as e:
+        described = kubectl("describe", "pod", name, "-n", ns, check_rc=False).stdout
+        raise Failure(f"{e}\n{described[-3000:]}") from None
     return get("pod", name, ns)["metadata"]["uid"]
 
 

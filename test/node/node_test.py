@@ -26,8 +26,10 @@ from e2e_lib import (REPO, apply, check, check_eq, create_namespace, get, kubect
 
 def test_registration(work):
     check(get("csidriver", DRIVER) is not None, "kubectl get csidriver shows the driver")
-    csinode = wait_for("CSINode lists the driver", lambda: get("csinode", NODE), timeout=60)
-    drivers = {d["name"]: d for d in csinode["spec"]["drivers"] or []}
+    def drivers():
+        csinode = get("csinode", NODE) or {"spec": {}}
+        return {d["name"]: d for d in csinode["spec"].get("drivers") or []}
+    drivers = wait_for("CSINode lists the driver", lambda: DRIVER in drivers() and drivers(), timeout=60)
     check(DRIVER in drivers, f"CSINode {NODE} drivers: {list(drivers)}")
     check_eq(drivers[DRIVER]["nodeID"], NODE, "CSINode nodeID (NodeGetInfo)")
     logs = kubectl("logs", "-n", NAMESPACE, driver_pod()["metadata"]["name"]).stdout
@@ -90,6 +92,9 @@ def test_kubelet_restart(work):
                         os.environ["FCC_CP_DIR"], "kubelet"], capture_output=True, text=True)
     check(r.returncode == 0, f"kubelet restart: {r.stderr[-800:]}")
     check_eq(len(mounts_of(uid)), 1, "the volume stays mounted across kubelet's restart")
+    # The restarted kubelet serves exec once it has synced the pod again.
+    wait_for("kubelet serving the pod again",
+             lambda: kubectl("exec", "-n", ns, "k", "--", "true", check_rc=False).returncode == 0, timeout=60)
     check_cert_in_pod(work, "k", ns, minicluster="m2")
     # kubelet rebuilt its volume state from the pod dir: deleting unpublishes.
     delete_pod("k", ns, uid)
