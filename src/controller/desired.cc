@@ -7,6 +7,7 @@ using nlohmann::json;
 
 constexpr char kConfigVolume[] = "flux-config";
 constexpr char kCurveVolume[] = "curve";
+constexpr char kRunVolume[] = "flux-run";
 
 json BaseMetadata(const MiniCluster& mc, const std::string& name) {
   return json{{"name", name},
@@ -22,7 +23,35 @@ json PodSecurityContext(const FluxUser& user) {
   return ctx;
 }
 
+// Ready once the local broker is in state `run`: a follower gets there only
+// after joining its parent, rank 0 only after every rank has joined. So with
+// Kueue's waitForPodsReady a MiniCluster whose brokers never wire up stays
+// unready. `flux uptime` prints "<time> <state> <elapsed>, owner ...".
+json BrokerReadinessProbe() {
+  const char* check = "flux uptime | grep -q '^ *[0-9:]* run '";
+  return json{{"exec", {{"command", json::array({"/bin/sh", "-c", check})}}},
+              {"periodSeconds", 5},
+              {"timeoutSeconds", 10},
+              {"failureThreshold", 3}};
+}
+
+// FLUX_URI first: a user's own env entry of that name comes later and wins.
+json ContainerEnv(const MiniCluster& mc, const DesiredOptions& opts) {
+  json env =
+      json::array({{{"name", "FLUX_URI"}, {"value", FluxLocalUri(opts)}}});
+  for (const auto& entry : mc.spec.env) env.push_back(entry);
+  return env;
+}
+
 }  // namespace
+
+std::string FluxRunDir(const DesiredOptions& opts) {
+  return opts.run_mount_path + "/flux";
+}
+
+std::string FluxLocalUri(const DesiredOptions& opts) {
+  return "local://" + FluxRunDir(opts) + "/local";
+}
 
 std::string ServiceName(const MiniCluster& mc) { return mc.name; }
 std::string JobName(const MiniCluster& mc) { return mc.name; }
@@ -69,12 +98,13 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   std::string script;
   script += "# Written by minicluster-controller; the same for every index.\n";
   script += "set -eu\n";
-  script += "mkdir -p " + conf_dir + "\n";
+  script += "mkdir -p " + conf_dir + " " + FluxRunDir(opts) + "\n";
   script += "cat > " + conf_dir + "/broker.toml <<'FLUX_BROKER_TOML'\n";
   script += FluxBrokerConfig(mc, opts);
   script += "FLUX_BROKER_TOML\n";
   script += "exec flux start --config-path=" + conf_dir +
-            " -Stbon.connect_timeout=" + mc.spec.connect_timeout;
+            " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
+            " -Slocal-uri=" + FluxLocalUri(opts);
   if (mc.ephemeral()) {
     // Only rank 0 runs the initial program; when it exits the instance
     // shuts down and every follower broker exits 0.
@@ -103,7 +133,8 @@ json DesiredService(const MiniCluster& mc, const DesiredOptions& opts) {
 
 json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
   json metadata = BaseMetadata(mc, JobName(mc));
-  for (const char* key : {kQueueNameLabel, kPriorityClassLabel}) {
+  for (const char* key :
+       {kQueueNameLabel, kPriorityClassLabel, kMaxExecTimeLabel}) {
     if (auto it = mc.labels.find(key); it != mc.labels.end()) {
       metadata["labels"][key] = it->second;
     }
@@ -118,13 +149,16 @@ json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
       {"ports", json::array({{{"name", "flux-broker"},
                               {"containerPort", mc.spec.broker_port},
                               {"protocol", "TCP"}}})},
+      {"env", ContainerEnv(mc, opts)},
+      {"readinessProbe", BrokerReadinessProbe()},
       {"volumeMounts", json::array({{{"name", kCurveVolume},
                                      {"mountPath", opts.curve_mount_path},
                                      {"readOnly", true}},
                                     {{"name", kConfigVolume},
-                                     {"mountPath", opts.config_mount_path}}})}};
+                                     {"mountPath", opts.config_mount_path}},
+                                    {{"name", kRunVolume},
+                                     {"mountPath", opts.run_mount_path}}})}};
   if (mc.spec.command) container["args"] = *mc.spec.command;
-  if (!mc.spec.env.empty()) container["env"] = mc.spec.env;
   if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
 
   json csi{{"driver", kCsiDriverName},
@@ -142,7 +176,8 @@ json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
       {"containers", json::array({container})},
       {"volumes",
        json::array({{{"name", kCurveVolume}, {"csi", csi}},
-                    {{"name", kConfigVolume}, {"emptyDir", json::object()}}})}};
+                    {{"name", kConfigVolume}, {"emptyDir", json::object()}},
+                    {{"name", kRunVolume}, {"emptyDir", json::object()}}})}};
 
   return json{
       {"apiVersion", "batch/v1"},

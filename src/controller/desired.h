@@ -24,7 +24,19 @@ struct DesiredOptions {
   std::string curve_mount_path = "/etc/flux/curve";
   // A writable emptyDir the start script writes the broker config into.
   std::string config_mount_path = "/etc/flux/minicluster";
+  // A writable emptyDir over /run. The start script makes run/flux in it as
+  // the broker's user (flux-core refuses a socket directory its instance
+  // owner does not own) and the broker listens on run/flux/local: where the
+  // flux CLI looks with no FLUX_URI at all (the system instance's default),
+  // so `kubectl exec POD -- flux ...` just works.
+  std::string run_mount_path = "/run";
 };
+
+// local:///run/flux/local: the broker's local URI, also set as FLUX_URI in
+// every container (and so in `kubectl exec` and exec probes).
+std::string FluxLocalUri(const DesiredOptions& opts);
+// /run/flux: the local socket's directory, made by the broker's user.
+std::string FluxRunDir(const DesiredOptions& opts);
 
 std::string ServiceName(const MiniCluster& mc);
 std::string JobName(const MiniCluster& mc);

@@ -22,6 +22,10 @@ inline constexpr char kPlural[] = "miniclusters";
 // Kueue's labels, copied from the MiniCluster to the Job it creates.
 inline constexpr char kQueueNameLabel[] = "kueue.x-k8s.io/queue-name";
 inline constexpr char kPriorityClassLabel[] = "kueue.x-k8s.io/priority-class";
+// Kueue evicts a Workload that has run this long: how an administrator
+// bounds a persistent MiniCluster's hold on quota (docs/kueue.md).
+inline constexpr char kMaxExecTimeLabel[] =
+    "kueue.x-k8s.io/max-exec-time-seconds";
 
 inline constexpr int kDefaultBrokerPort = 8050;
 inline constexpr char kDefaultConnectTimeout[] = "5s";

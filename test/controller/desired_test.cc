@@ -92,7 +92,8 @@ TEST(DesiredJob, EphemeralPassesCommandAsArgsToFluxStart) {
   const std::string script = Script(job);
   EXPECT_NE(
       script.find("exec flux start --config-path=/etc/flux/minicluster/config "
-                  "-Stbon.connect_timeout=5s -- \"$@\"\n"),
+                  "-Stbon.connect_timeout=5s "
+                  "-Slocal-uri=local:///run/flux/local -- \"$@\"\n"),
       std::string::npos)
       << script;
   EXPECT_EQ(script.find("rc2_none"), std::string::npos);
@@ -137,8 +138,55 @@ TEST(DesiredJob, PassesResourcesAndEnvThrough) {
   object["spec"]["brokerPort"] = 9000;
   const json job = DesiredJob(Parse(object), DesiredOptions{});
   EXPECT_EQ(Broker(job)["resources"]["requests"]["cpu"], "2");
-  EXPECT_EQ(Broker(job)["env"][0]["name"], "A");
+  EXPECT_EQ(Broker(job)["env"][1], (json{{"name", "A"}, {"value", "1"}}));
   EXPECT_EQ(Broker(job)["ports"][0]["containerPort"], 9000);
+}
+
+// `kubectl exec POD -- flux ...` finds the broker with no environment (the
+// system instance's default path) and through FLUX_URI, for both kinds.
+TEST(DesiredJob, BrokerListensOnTheFixedLocalUriNamedByFluxUri) {
+  json persistent = MiniClusterObject();
+  persistent["spec"].erase("command");
+  for (const json& object : {MiniClusterObject(), persistent}) {
+    const json job = DesiredJob(Parse(object), DesiredOptions{});
+    EXPECT_NE(Script(job).find(" -Slocal-uri=local:///run/flux/local"),
+              std::string::npos)
+        << Script(job);
+    EXPECT_EQ(Broker(job)["env"][0],
+              (json{{"name", "FLUX_URI"}, {"value", "local:///run/flux/local"}}));
+    EXPECT_NE(Script(job).find("mkdir -p /etc/flux/minicluster/config "
+                               "/run/flux\n"),
+              std::string::npos)
+        << Script(job);
+    EXPECT_EQ(Broker(job)["volumeMounts"][2],
+              (json{{"name", "flux-run"}, {"mountPath", "/run"}}));
+    EXPECT_EQ(PodSpec(job)["volumes"][2],
+              (json{{"name", "flux-run"}, {"emptyDir", json::object()}}));
+  }
+}
+
+TEST(DesiredJob, UsersFluxUriComesLastSoItWins) {
+  json object = MiniClusterObject();
+  object["spec"]["env"] =
+      json::array({{{"name", "FLUX_URI"}, {"value", "local:///tmp/x"}}});
+  const json env = Broker(DesiredJob(Parse(object), DesiredOptions{}))["env"];
+  ASSERT_EQ(env.size(), 2u);
+  EXPECT_EQ(env[1]["value"], "local:///tmp/x");
+}
+
+TEST(DesiredJob, ReadyOnlyOnceTheBrokerAnswersLocally) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  const json& probe = Broker(job)["readinessProbe"];
+  const std::string check = probe["exec"]["command"][2];
+  EXPECT_EQ(check.find("flux uptime | grep -q '^ *[0-9:]* run '"), 0u) << check;
+  EXPECT_GT(probe["timeoutSeconds"], 1);  // flux uptime may take a second
+}
+
+TEST(DesiredJob, CopiesMaxExecTimeLabelForKueue) {
+  json object = MiniClusterObject();
+  object["metadata"]["labels"] = {{kMaxExecTimeLabel, "3600"}};
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_EQ(job["metadata"]["labels"][kMaxExecTimeLabel], "3600");
 }
 
 TEST(DesiredService, IsHeadlessAndPublishesNotReadyAddresses) {

@@ -146,11 +146,40 @@ def test_persistent(work):
     check(len(set(digests.values())) == 1 and None not in digests.values(),
           f"one curve.cert in both pods: {digests}")
     lead = pods[0]["metadata"]["name"]
+    for p in pods:
+        log(f"flux uptime in {p['metadata']['name']}: " + kubectl(
+            "exec", "-n", ns, p["metadata"]["name"], "--", "flux", "uptime").stdout.strip())
     out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N2", "hostname", timeout=120).stdout
     check_eq(sorted(out.split()), [f"{name}-0", f"{name}-1"], "flux run -N2 hostname through kubectl exec")
+    # With no FLUX_URI the flux CLI looks at /run/flux/local, where the broker is.
+    out = kubectl("exec", "-n", ns, lead, "--", "env", "-u", "FLUX_URI", "flux", "resource", "list",
+                  timeout=120).stdout
+    check(f"{name}-[0-1]" in out, f"flux resource list with no FLUX_URI: {out}")
     time.sleep(5)
     check_eq(state(name, ns), "Running", "a persistent MiniCluster stays Running")
     uids = [p["metadata"]["uid"] for p in pods]
+    kubectl("delete", "minicluster", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
+def test_unwired_stays_unready(work):
+    """Only one of two brokers fits on the node (CPU), so the instance never
+    wires up: the broker that runs answers `flux uptime` (state join or
+    quorum) but its readiness probe, which wants state run, stays false."""
+    ns, name = "mc-unwired", "half"
+    create_namespace(ns)
+    apply(minicluster(name, ns, 2, resources={"requests": {"cpu": "1200m", "memory": "64Mi"}}))
+    pod = wait_for("one broker Running", lambda: (lambda r: r[0] if len(r) == 1 else None)(
+        [p for p in pods_of(name, ns) if p["status"].get("phase") == "Running"]), timeout=120)
+    pname = pod["metadata"]["name"]
+    uptime = wait_for("its broker answering locally", lambda: kubectl(
+        "exec", "-n", ns, pname, "--", "flux", "uptime", check_rc=False).stdout.strip(), timeout=60)
+    log(f"{pname}: flux uptime: {uptime}")
+    check(" run " not in uptime, f"a broker of a half-started instance is not in state run: {uptime}")
+    time.sleep(12)  # two probe periods
+    pod = get("pod", pname, ns)
+    check(not ready(pod), f"{pname} is not Ready: {pod['status'].get('conditions')}")
+    uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
     kubectl("delete", "minicluster", name, "-n", ns)
     wait_gone(name, ns, uids)
 
@@ -184,5 +213,6 @@ def test_recreated_gets_new_key(work):
 
 
 if __name__ == "__main__":
-    main([test_ephemeral, test_persistent, test_failing_command, test_recreated_gets_new_key],
+    main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_failing_command,
+          test_recreated_gets_new_key],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
