@@ -1,6 +1,7 @@
 // flux-curve-csi: the node plugin (serve) and its debugging subcommands.
 #include <absl/synchronization/mutex.h>
 #include <malloc.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -163,11 +164,19 @@ int main(int argc, char** argv) {
                    "tmpfs size limit of each volume")
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))
       ->capture_default_str();
-  serve_cmd->add_flag(
-      "--accept-readonly-false", serve.validation.accept_readonly_false,
-      "Publish requests with readonly=false too (for pod builders that "
-      "cannot set volumes[].csi.readOnly, e.g. flux-operator v1alpha2); "
-      "the volume is mounted read-only either way");
+  auto* require_readonly = serve_cmd->add_flag(
+      "--require-readonly", serve.validation.require_readonly,
+      "Refuse publish requests with readonly=false (pod specs without "
+      "volumes[].csi.readOnly: true). Off by default: the volume is mounted "
+      "read-only either way, and flux-operator v1alpha2 pods cannot set it");
+  // Before readonly=false was accepted by default, this flag turned it on.
+  // Kept so DaemonSets that still pass it start; it changes nothing now.
+  bool accept_readonly_false = false;
+  serve_cmd
+      ->add_flag("--accept-readonly-false", accept_readonly_false,
+                 "Deprecated, no effect: readonly=false is accepted by "
+                 "default (see --require-readonly)")
+      ->excludes(require_readonly);
 
   serve_cmd
       ->add_option_function<std::string>(
@@ -225,6 +234,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*serve_cmd) {
+    if (accept_readonly_false) {
+      spdlog::warn(
+          "--accept-readonly-false is deprecated and has no effect: "
+          "readonly=false is accepted by default; remove the flag");
+    }
     TuneForServing();
     return driver::Serve(serve);
   }

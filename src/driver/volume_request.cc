@@ -203,12 +203,13 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
   if (auto cap = CheckCapability(request); !cap) {
     return std::unexpected(cap.error());
   }
-  if (!request.readonly() && !policy.accept_readonly_false) {
+  // readonly=false changes nothing below: every volume is mounted read-only.
+  if (!request.readonly() && policy.require_readonly) {
     return Invalid(
-        "readonly must be true: curve volumes are always read-only; set "
-        "readOnly: true in the pod's volumes[].csi (where pods cannot say "
-        "so, e.g. flux-operator v1alpha2, start the driver with "
-        "--accept-readonly-false)");
+        "readonly must be true: this driver runs with --require-readonly; "
+        "set readOnly: true in the pod's volumes[].csi (where pods cannot "
+        "say so, e.g. flux-operator v1alpha2, remove --require-readonly from "
+        "the driver's args; the volume is read-only either way)");
   }
   // NodeStage is not offered, so a staging path means a confused caller.
   if (!request.staging_target_path().empty()) {

@@ -64,12 +64,14 @@ struct RequestError {
   grpc::Status ToStatus() const { return grpc::Status(code, message); }
 };
 
-// What an operator may relax for the whole node (serve flags).
+// What an operator may tighten for the whole node (serve flags).
 struct ValidationPolicy {
-  // Accept readonly=false: some pod builders (flux-operator v1alpha2) cannot
-  // set volumes[].csi.readOnly. The volume is read-only either way; the
-  // default insists the pod spec says so.
-  bool accept_readonly_false = false;
+  // Refuse readonly=false (a pod spec without volumes[].csi.readOnly: true).
+  // Off by default: the volume is a tmpfs whose superblock is read-only
+  // whatever the request says, so refusing protects nothing and only breaks
+  // pod builders that cannot set the field (flux-operator v1alpha2). On for
+  // clusters whose policy is that every pod spec says what it gets.
+  bool require_readonly = false;
 };
 
 std::expected<PublishSpec, RequestError> ValidatePublishRequest(

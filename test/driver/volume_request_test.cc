@@ -180,21 +180,45 @@ TEST(ValidatePublishRequest, FsTypeMessageNeverEchoesArbitraryBytes) {
   EXPECT_NE(spec.error().message.find("<invalid>"), std::string::npos);
 }
 
-TEST(ValidatePublishRequest, RequiresReadonly) {
+// What kubelet sends for the volume flux-operator v1alpha2 builds from
+// csiDriver/csiDriverAttributes: a CSIVolumeSource with only driver and
+// volumeAttributes, so readonly is false, and the attributes verbatim.
+TEST(ValidatePublishRequest, AcceptsFluxOperatorRequestByDefault) {
   auto r = GoodRequest();
   r.set_readonly(false);
-  ExpectInvalid(r, "readonly", "readOnly: true");
+  (*r.mutable_volume_context())["generation"] = "1";
+  (*r.mutable_volume_context())["owner"] = "0";
+  auto spec = ValidatePublishRequest(r);
+  ASSERT_TRUE(spec.has_value()) << spec.error().message;
+  EXPECT_EQ(spec->minicluster.name, "lammps");
+  EXPECT_EQ(spec->minicluster.generation, "1");
+  EXPECT_EQ(spec->owner, (Owner{0, 0}));
 }
 
-TEST(ValidatePublishRequest, PolicyMayAcceptReadonlyFalse) {
+TEST(ValidatePublishRequest, PolicyMayRequireReadonly) {
+  auto r = GoodRequest();
+  EXPECT_TRUE(
+      ValidatePublishRequest(r, {.require_readonly = true}).has_value());
+  r.set_readonly(false);
+  auto spec = ValidatePublishRequest(r, {.require_readonly = true});
+  ASSERT_FALSE(spec.has_value());
+  EXPECT_EQ(spec.error().code, grpc::StatusCode::INVALID_ARGUMENT);
+  // Names the field, the fix in the pod spec and the flag behind it.
+  for (const char* part : {"readonly", "readOnly: true", "--require-readonly"}) {
+    EXPECT_NE(spec.error().message.find(part), std::string::npos)
+        << part << " not in: " << spec.error().message;
+  }
+}
+
+TEST(ValidatePublishRequest, ReadonlyFalseRelaxesNothingElse) {
   auto r = GoodRequest();
   r.set_readonly(false);
-  EXPECT_TRUE(
-      ValidatePublishRequest(r, {.accept_readonly_false = true}).has_value());
-  // The policy relaxes nothing else.
   r.mutable_volume_context()->erase("csi.storage.k8s.io/ephemeral");
-  EXPECT_FALSE(
-      ValidatePublishRequest(r, {.accept_readonly_false = true}).has_value());
+  ExpectInvalid(r, "csi.storage.k8s.io/ephemeral");
+  r = GoodRequest();
+  r.set_readonly(false);
+  (*r.mutable_volume_context())["namespace"] = "kube-system";
+  ExpectInvalid(r, "unknown key");
 }
 
 TEST(ValidatePublishRequest, RefusesStagingPath) {
