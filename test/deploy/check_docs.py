@@ -66,7 +66,10 @@ def check_flux_operator(obj, where, c):
     c.check(f'host="{name}-[0-{size - 1}]"' in config.replace(" ", ""),
             f"{where}: brokerConfig hosts is not {name}-[0-{size - 1}]")
     ns = obj["metadata"].get("namespace", "default")
-    headless = spec.get("network", {}).get("headlessName", "flux-service")
+    # flux-operator names the headless Service after the MiniCluster unless
+    # network.headlessName says otherwise (its release 0.2.0 defaulted to
+    # "flux-service"; main, which has csiDriver, does not).
+    headless = spec.get("network", {}).get("headlessName") or name
     c.check(f"%h.{headless}.{ns}.svc" in config,
             f"{where}: default_connect is not via {headless}.{ns}")
 
@@ -126,7 +129,8 @@ def main():
                       ("minicluster: lammps", "minicluster: lamps"),
                       ("owner: \"0\"", "owner: flux"),
                       ("csiDriver: curve.minicluster.dev",
-                       "csiDriver: curve.example.com")]:
+                       "csiDriver: curve.example.com"),
+                      ("%h.lammps.default.svc", "%h.flux-service.default.svc")]:
         if bad not in guide:
             errors.append(f"self-test: {bad!r} not in flux-operator.md")
         elif not check_text(guide.replace(bad, what), "mutated"):
