@@ -46,7 +46,6 @@ void CheckAccepted(const csi::v1::NodePublishVolumeRequest& request,
   Check(IsDns1123Label(spec.minicluster.namespace_name));
   Check(IsDns1123Subdomain(spec.minicluster.name));
   Check(ctx.at("csi.storage.k8s.io/ephemeral") == "true");
-  Check(request.readonly());
   Check(!spec.target_path.empty() && spec.target_path.front() == '/');
   Check(!HasDotComponent(spec.target_path));
   Check(spec.target_path.find('\0') == std::string::npos);
@@ -147,6 +146,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     CheckRefused(spec.error());
   }
+  // --require-readonly refuses exactly the accepted requests with
+  // readonly=false and changes nothing else.
+  auto strict =
+      fcc::driver::ValidatePublishRequest(request, {.require_readonly = true});
+  Check(strict.has_value() == (spec.has_value() && request.readonly()));
+  if (!strict) CheckRefused(strict.error());
 
   csi::v1::NodeUnpublishVolumeRequest unpublish;
   unpublish.set_volume_id(request.volume_id());

@@ -186,8 +186,6 @@ std::vector<BadCase> BadCases() {
       {"AccessModeMissing",
        [](R& r) { r.mutable_volume_capability()->clear_access_mode(); },
        nullptr, "volume_capability.access_mode", "is required"},
-      {"ReadonlyFalse", [](R& r) { r.set_readonly(false); }, nullptr,
-       "readonly must be true", "readOnly: true"},
       {"StagingTargetPathSet",
        [](R& r) { r.set_staging_target_path(r.target_path() + "-staging"); },
        nullptr, "staging_target_path", "must be empty"},
@@ -319,7 +317,7 @@ TEST_F(DriverApiTest, RefusedUnpublishLeavesPublishedVolumeAlone) {
 
   // A refused publish for the same target does not disturb it either.
   auto bad = request;
-  bad.set_readonly(false);
+  bad.mutable_volume_capability()->mutable_mount()->set_fs_type("ext4");
   EXPECT_EQ(env->client->Publish(bad).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(MountCountAt(target), 1);
