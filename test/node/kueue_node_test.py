@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Kueue queues MiniClusters of real pods on the real node.
+
+The project is installed from deploy/ as in node_test.py (driver DaemonSet,
+controller Deployment, both pods of the node); Kueue's manager (the
+project's build, scripts/build-kueue) runs next to the control plane as in
+test/kueue (start_kueue: webhooks on loopback). The queue objects are the
+files of examples/kueue/, with the ClusterQueue's CPU quota scaled to the
+node: 400m, two MiniClusters of 2 x 100m. Pods run the Flux test image.
+
+  test_quota       two run, a third has no pod until one completes, then
+                   runs to completion
+  test_preemption  an `urgent` MiniCluster preempts one: its pods go and
+                   their volumes are unmounted; it runs again after
+                   re-admission, with the same key
+  test_numbers     create -> all Running and admission -> all Running for
+                   size 3 and size 8 (printed, docs/performance.md)
+
+Env: FCC_DRIVER (the flux-curve-csi binary), FCC_KEEP=1.
+"""
+
+import atexit
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kueue"))
+from node_lib import install, mounts_of  # noqa: E402
+from minicluster_node_test import (all_images, minicluster, pods_of, public_key_of,  # noqa: E402
+                                   running_pods, state, wait_gone)
+from e2e_lib import REPO, apply, check, check_eq, get, kubectl, log, main, wait_for  # noqa: E402
+from kueue_test import start_kueue  # noqa: E402
+
+NS = "default"  # the LocalQueue of examples/kueue lives here
+QUOTA_CPU = "400m"
+POD_CPU = "100m"
+STARTED = []
+
+
+def setup(work):
+    install(work)
+    r = subprocess.run([os.path.join(REPO, "scripts", "build-kueue")], stdout=subprocess.PIPE,
+                       text=True, check=True)
+    kueue = start_kueue(r.stdout.strip().splitlines()[-1], work)
+    STARTED.append(kueue)
+    atexit.register(kueue.stop)
+    examples = os.path.join(REPO, "examples", "kueue")
+    for name in ["resource-flavor.yaml", "workload-priority-class.yaml", "cluster-queue.yaml",
+                 "local-queue.yaml"]:
+        with open(os.path.join(examples, name)) as f:
+            text = f.read()
+        if name == "cluster-queue.yaml":
+            text, n = re.subn(r"(- name: cpu\n\s+nominalQuota: )\S+", rf"\g<1>{QUOTA_CPU}", text)
+            check(n == 1, "cluster-queue.yaml: one cpu nominalQuota")
+        kubectl("apply", "-f", "-", input=text)
+
+
+def queued(name, size, command=None, priority=None, cpu=POD_CPU):
+    mc = minicluster(name, NS, size, command,
+                     resources={"requests": {"cpu": cpu, "memory": "64Mi"}})
+    mc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
+    if priority:
+        mc["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+    apply(mc)
+
+
+def suspended(name):
+    job = get("job", name, NS)
+    return job is None or job["spec"].get("suspend", False)
+
+
+def job_finishing(name):
+    """The Job has met its successPolicy, completed or failed: the earliest
+    point Kueue may count its quota as free."""
+    conds = ((get("job", name, NS) or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] in ("SuccessCriteriaMet", "Complete", "Failed") and c["status"] == "True"
+               for c in conds)
+
+
+def all_running(name, size):
+    return running_pods(name, NS, size)
+
+
+def uids_of(name):
+    return [p["metadata"]["uid"] for p in pods_of(name, NS)]
+
+
+def delete(name):
+    uids = uids_of(name)
+    kubectl("delete", "minicluster", name, "-n", NS)
+    wait_gone(name, NS, uids)
+
+
+def test_quota(work):
+    queued("first", 2, ["flux", "run", "-N2", "sleep", "15"])
+    queued("held", 2)  # persistent: holds its quota until deleted
+    wait_for("first and held Running", lambda: all_running("first", 2) and all_running("held", 2),
+             timeout=180)
+    queued("third", 2, ["flux", "run", "-N2", "hostname"])
+    wait_for("third's Job created", lambda: get("job", "third", NS), timeout=60)
+    deadline = time.monotonic() + 120
+    while not job_finishing("first") and time.monotonic() < deadline:
+        check(suspended("third") and not pods_of("third", NS),
+              f"third stays suspended with no pod while two run (state {state('third', NS)})")
+        time.sleep(0.5)
+    wait_for("first Succeeded", lambda: state("first", NS) in ("Succeeded", "Failed"), timeout=60)
+    check_eq(state("first", NS), "Succeeded", "first's state")
+    wait_for("third Succeeded once first freed its quota",
+             lambda: state("third", NS) in ("Succeeded", "Failed"), timeout=180)
+    check_eq(state("third", NS), "Succeeded", "third's state")
+    check(all_running("held", 2), "held kept running throughout")
+    delete("first")
+    delete("third")
+
+
+def test_preemption(work):
+    # `held` (from test_quota) and `second`, both persistent, fill the quota.
+    queued("second", 2)
+    wait_for("held and second Running", lambda: all_running("held", 2) and all_running("second", 2),
+             timeout=180)
+    keys = {n: public_key_of(all_running(n, 2)[0]["metadata"]["uid"]) for n in ("held", "second")}
+    before = {n: uids_of(n) for n in keys}
+    queued("urgent", 2, ["flux", "run", "-N2", "hostname"], priority="urgent")
+    victim = wait_for("Kueue suspending one of them", lambda: next(
+        (n for n in keys if suspended(n)), None), timeout=120)
+    log(f"preempted: {victim}")
+    # Kueue may re-admit the victim before its old pods are gone (they get
+    # the default 30 s grace): wait for those pods, not for no pods.
+    wait_for(f"{victim}'s pods gone and their volumes unmounted", lambda: not (
+        set(uids_of(victim)) & set(before[victim])) and not any(mounts_of(u) for u in before[victim]),
+        timeout=120)
+    wait_for("urgent Succeeded", lambda: state("urgent", NS) in ("Succeeded", "Failed"), timeout=180)
+    check_eq(state("urgent", NS), "Succeeded", "urgent's state")
+    pods = wait_for(f"{victim} Running again after re-admission", lambda: all_running(victim, 2),
+                    timeout=180)
+    check(not set(uids_of(victim)) & set(before[victim]), "new pods after re-admission")
+    check_eq(public_key_of(pods[0]["metadata"]["uid"]), keys[victim],
+             f"{victim}'s key after re-admission")
+    for name in ("urgent", "held", "second"):
+        delete(name)
+
+
+def test_numbers(work):
+    """Sizes 3 and 8 at 50m a pod (size 8 uses the whole quota)."""
+    for size in (3, 8):
+        name = f"size{size}"
+        t0 = time.monotonic()
+        queued(name, size, cpu="50m")
+        admitted = wait_for(f"{name} admitted", lambda: not suspended(name) and time.monotonic(),
+                            timeout=120)
+        wait_for(f"{name} all Running", lambda: all_running(name, size), timeout=300)
+        t1 = time.monotonic()
+        log(f"size {size}: create to all Running {t1 - t0:.1f}s, admission to all Running "
+            f"{t1 - admitted:.1f}s")
+        delete(name)
+
+
+if __name__ == "__main__":
+    main([test_quota, test_preemption, test_numbers], needs_controller=False, crd=False,
+         node_images=all_images, setup=setup)
