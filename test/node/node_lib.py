@@ -68,6 +68,23 @@ def our_mounts():
     return found
 
 
+def driver_rss_kib():
+    """VmRSS of the DaemonSet's driver process(es) on the node, in KiB: the
+    pod's whole footprint, as it has one container of one process."""
+    rss = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if not (argv[0].endswith(b"flux-curve-csi") and b"--registration-dir=/registration" in argv):
+                continue
+            with open(f"/proc/{pid}/status") as f:
+                rss += [int(l.split()[1]) for l in f if l.startswith("VmRSS:")]
+        except OSError:
+            continue
+    return rss
+
+
 def cert_path_on_node(pod_uid, volume="curve"):
     return f"{KUBELET_PODS}/{pod_uid}/volumes/kubernetes.io~csi/{volume}/mount/curve.cert"
 

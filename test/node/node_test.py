@@ -34,6 +34,9 @@ def test_registration(work):
     check_eq(drivers[DRIVER]["nodeID"], NODE, "CSINode nodeID (NodeGetInfo)")
     logs = kubectl("logs", "-n", NAMESPACE, driver_pod()["metadata"]["name"]).stdout
     check("registered" in logs, f"the driver logs kubelet's registration: {logs[-800:]}")
+    rss = driver_rss_kib()
+    check_eq(len(rss), 1, "one driver process on the node")
+    log(f"driver pod footprint (one container, VmRSS): {rss[0] / 1024:.1f} MiB")
 
 
 def test_one_pod(work):
