@@ -14,6 +14,7 @@ Env: FCC_DRIVER (the flux-curve-csi binary), FCC_KEEP=1.
 
 import hashlib
 import os
+import re
 import sys
 import time
 
@@ -79,8 +80,8 @@ def cert_digests(pods):
     return out
 
 
-def public_key_of(pod_uid):
-    with open(cert_path_on_node(pod_uid)) as f:
+def public_key_of(pod_uid, volume="curve"):
+    with open(cert_path_on_node(pod_uid, volume)) as f:
         return [l.split('"')[1] for l in f if l.strip().startswith("public-key")][0]
 
 
@@ -198,6 +199,72 @@ def test_failing_command(work):
     wait_gone(name, ns, uids)
 
 
+# Three brokers of one instance in one pod, on loopback; each finds its rank
+# by its hostname attribute (-Shostname), and reads curve.cert from a volume
+# of this driver: ranks 0 and 1 that of MiniCluster `alpha`, rank 2 that of
+# `beta` (same namespace).
+THREE_BROKERS = r"""set -eu
+for r in 0 1 2; do
+  mkdir -p /tmp/r$r
+  cert=/certs/alpha/curve.cert
+  [ $r = 2 ] && cert=/certs/beta/curve.cert
+  cat > /tmp/r$r/broker.toml <<TOML
+[bootstrap]
+curve_cert = "$cert"
+hosts = [
+  { host = "r0", bind = "tcp://127.0.0.1:9100", connect = "tcp://127.0.0.1:9100" },
+  { host = "r1", bind = "tcp://127.0.0.1:9101", connect = "tcp://127.0.0.1:9101" },
+  { host = "r2", bind = "tcp://127.0.0.1:9102", connect = "tcp://127.0.0.1:9102" },
+]
+TOML
+  flux broker --config-path=/tmp/r$r -Shostname=r$r -Slocal-uri=local:///tmp/r$r/local \
+    -Sbroker.rc2_none=1 >/tmp/r$r/log 2>&1 &
+done
+wait
+"""
+
+
+def test_other_miniclusters_cert_never_joins(work):
+    """Two MiniClusters of one namespace get different certs; a broker given
+    the other's cert never joins, while one given the same cert does."""
+    ns = "mc-two-certs"
+    create_namespace(ns)
+    vols = [{"name": n, "csi": {"driver": "curve.minicluster.dev", "readOnly": True,
+                                "volumeAttributes": {"minicluster": n, "generation": f"{n}-uid",
+                                                     "owner": "1000:1000"}}}
+            for n in ("alpha", "beta")]
+    apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "brokers", "namespace": ns},
+           "spec": {"terminationGracePeriodSeconds": 1,
+                    "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+                    "containers": [{"name": "brokers", "image": flux_image(),
+                                    "command": ["/bin/sh", "-c", THREE_BROKERS],
+                                    "volumeMounts": [{"name": v["name"], "readOnly": True,
+                                                      "mountPath": f"/certs/{v['name']}"}
+                                                     for v in vols]}],
+                    "volumes": vols}})
+    wait_for("pod brokers Running", lambda: (get("pod", "brokers", ns) or {}).get(
+        "status", {}).get("phase") == "Running", timeout=120)
+    uid = get("pod", "brokers", ns)["metadata"]["uid"]
+    keys = {n: public_key_of(uid, n) for n in ("alpha", "beta")}
+    check(keys["alpha"] != keys["beta"], f"two MiniClusters, two keys: {keys}")
+
+    def overlay():
+        return kubectl("exec", "-n", ns, "brokers", "--", "env", "FLUX_URI=local:///tmp/r0/local",
+                       "flux", "overlay", "status", "--no-pretty", check_rc=False).stdout
+    wait_for("rank 1 (the same cert) joined rank 0", lambda: re.search(r"\b1 r1: full", overlay()),
+             timeout=60)
+    time.sleep(10)  # rank 2 had as long as rank 1 took, and 10 s more
+    status = overlay()
+    log(f"rank 0's overlay: {status.strip()}")
+    check(re.search(r"\b2 r2: (offline|lost)", status), f"rank 2 (beta's cert) never joined: {status}")
+    r2 = kubectl("exec", "-n", ns, "brokers", "--", "env", "FLUX_URI=local:///tmp/r2/local",
+                 "flux", "uptime", check_rc=False).stdout.strip()
+    log(f"rank 2: {r2}")
+    check(" join " in r2, f"rank 2 is still trying to join: {r2}")
+    kubectl("delete", "pod", "brokers", "-n", ns)
+    wait_for("its volumes unmounted", lambda: not mounts_of(uid), timeout=90)
+
+
 def test_recreated_gets_new_key(work):
     ns, name = "mc-recreate", "again"
     create_namespace(ns)
@@ -214,5 +281,5 @@ def test_recreated_gets_new_key(work):
 
 if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_failing_command,
-          test_recreated_gets_new_key],
+          test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
