@@ -180,13 +180,20 @@ TEST_F(ReadonlyFalseTest, ReadonlyTrueAndFalseGetTheSameVolume) {
   ASSERT_TRUE(client_->Unpublish(request.volume_id(), target).ok());
 }
 
-class RequireReadonlyTest : public DriverTest {
+// A driver started with one more flag than the defaults.
+class DriverWithFlagTest : public DriverTest {
  protected:
+  virtual const char* Flag() const = 0;
   DriverProcess::Options DriverOptions() const override {
     auto options = NodeOptions(*root_, "node-a", master_key_);
-    options.extra_args.push_back("--require-readonly");
+    options.extra_args.push_back(Flag());
     return options;
   }
+};
+
+class RequireReadonlyTest : public DriverWithFlagTest {
+ protected:
+  const char* Flag() const override { return "--require-readonly"; }
 };
 
 // The refusal names the field, the pod-spec fix and the flag, and leaves
@@ -213,13 +220,9 @@ TEST_F(RequireReadonlyTest, PublishesReadonlyTrue) {
 
 // DaemonSets written for the old default pass --accept-readonly-false: the
 // driver still starts (with a deprecation warning) and behaves as default.
-class LegacyAcceptReadonlyFalseTest : public DriverTest {
+class LegacyAcceptReadonlyFalseTest : public DriverWithFlagTest {
  protected:
-  DriverProcess::Options DriverOptions() const override {
-    auto options = NodeOptions(*root_, "node-a", master_key_);
-    options.extra_args.push_back("--accept-readonly-false");
-    return options;
-  }
+  const char* Flag() const override { return "--accept-readonly-false"; }
 };
 
 TEST_F(LegacyAcceptReadonlyFalseTest, StillStartsAndWarns) {
