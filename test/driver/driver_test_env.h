@@ -4,12 +4,15 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -52,6 +55,28 @@ inline bool HasToken(const std::string& comma_list, const std::string& token) {
 inline bool PathExists(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) == 0;
+}
+
+// Root can neither add a file under `target` nor truncate, chmod or unlink
+// its curve.cert: each fails with EROFS.
+inline void ExpectUnwritableEvenForRoot(const std::string& target) {
+  const std::string cert = target + "/curve.cert";
+  errno = 0;
+  int fd = open((target + "/intruder").c_str(), O_WRONLY | O_CREAT, 0600);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(errno, EROFS) << strerror(errno);
+  if (fd >= 0) close(fd);
+  errno = 0;
+  fd = open(cert.c_str(), O_WRONLY | O_TRUNC);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(errno, EROFS) << strerror(errno);
+  if (fd >= 0) close(fd);
+  errno = 0;
+  EXPECT_EQ(chmod(cert.c_str(), 0644), -1);
+  EXPECT_EQ(errno, EROFS) << strerror(errno);
+  errno = 0;
+  EXPECT_EQ(unlink(cert.c_str()), -1);
+  EXPECT_EQ(errno, EROFS) << strerror(errno);
 }
 
 // A loopback port nothing listens on right now (for --metrics-address).

@@ -327,27 +327,7 @@ TEST_F(LifecycleTest, VolumeIsReadOnlyEvenForRoot) {
   auto status = Publish({{"minicluster", "lammps"}});
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(target, ExpectedCert("lammps")));
-  const std::string cert_path = target + "/curve.cert";
-
-  errno = 0;
-  int fd = open((target + "/intruder").c_str(), O_WRONLY | O_CREAT, 0600);
-  EXPECT_EQ(fd, -1);
-  EXPECT_EQ(errno, EROFS) << strerror(errno);
-  if (fd >= 0) close(fd);
-
-  errno = 0;
-  fd = open(cert_path.c_str(), O_WRONLY | O_TRUNC);
-  EXPECT_EQ(fd, -1);
-  EXPECT_EQ(errno, EROFS) << strerror(errno);
-  if (fd >= 0) close(fd);
-
-  errno = 0;
-  EXPECT_EQ(chmod(cert_path.c_str(), 0644), -1);
-  EXPECT_EQ(errno, EROFS) << strerror(errno);
-  errno = 0;
-  EXPECT_EQ(unlink(cert_path.c_str()), -1);
-  EXPECT_EQ(errno, EROFS) << strerror(errno);
-
+  ExpectUnwritableEvenForRoot(target);
   ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(target, ExpectedCert("lammps")));
 }
 
