@@ -1,14 +1,13 @@
 // The real driver with --metrics-address: real publishes over the CSI
 // socket, then GET /metrics and /healthz over real HTTP.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <map>
 #include <optional>
 #include <sstream>
 
 #include "driver/key_cache.h"
-#include "driver_test_env.h"
+#include "http_driver_test.h"
 
 namespace fcc::testing {
 namespace {
@@ -31,26 +30,8 @@ std::optional<double> Sample(const std::string& body, const std::string& name,
   return std::nullopt;
 }
 
-class MetricsTest : public DriverTest {
+class MetricsTest : public HttpDriverTest {
  protected:
-  DriverProcess::Options DriverOptions() const override {
-    auto options = DriverTest::DriverOptions();
-    options.extra_args.push_back("--metrics-address=127.0.0.1:" +
-                                 std::to_string(port_));
-    return options;
-  }
-
-  std::string Get(const std::string& path, int* status = nullptr) {
-    httplib::Client http("127.0.0.1", port_);
-    auto res = http.Get(path.c_str());
-    EXPECT_TRUE(res) << "GET " << path << ": "
-                     << httplib::to_string(res.error()) << "\n"
-                     << log();
-    if (!res) return "";
-    if (status) *status = res->status;
-    return res->body;
-  }
-
   KubeletPod Pod(const std::string& name, const std::string& uid_suffix) {
     KubeletPod pod = pod_;
     pod.name = name;

@@ -3,7 +3,6 @@
 // sockets: a kubelet-like client on <registration-dir>/<driver>-reg.sock.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -11,8 +10,9 @@
 
 #include <filesystem>
 #include <thread>
+#include <utility>
 
-#include "driver_test_env.h"
+#include "http_driver_test.h"
 #include "pluginregistration.grpc.pb.h"
 
 namespace fcc::testing {
@@ -53,12 +53,10 @@ class KubeletRegistrationClient {
 };
 
 // A driver registering itself through <scratch>/registry, with /healthz.
-class RegistrationTest : public DriverTest {
+class RegistrationTest : public HttpDriverTest {
  protected:
   DriverProcess::Options DriverOptions() const override {
-    auto options = DriverTest::DriverOptions();
-    options.extra_args.push_back("--metrics-address=127.0.0.1:" +
-                                 std::to_string(port_));
+    auto options = HttpDriverTest::DriverOptions();
     options.extra_args.push_back("--registration-dir=" + registry_dir());
     options.extra_args.push_back(std::string("--kubelet-registration-path=") +
                                  kKubeletPath);
@@ -72,15 +70,11 @@ class RegistrationTest : public DriverTest {
 
   // GET /healthz: the status, and the body in `body`.
   int Healthz(std::string* body = nullptr) {
-    httplib::Client http("127.0.0.1", port_);
-    auto res = http.Get("/healthz");
-    EXPECT_TRUE(res) << httplib::to_string(res.error()) << "\n" << log();
-    if (!res) return -1;
-    if (body) *body = res->body;
-    return res->status;
+    int status = -1;
+    std::string text = Get("/healthz", &status);
+    if (body) *body = std::move(text);
+    return status;
   }
-
-  int port_ = FreeLoopbackPort();
 };
 
 TEST_F(RegistrationTest, GetInfoTellsKubeletWhereTheCsiSocketIs) {
@@ -225,16 +219,7 @@ TEST_F(RegistrationTest, StaleSocketIsReplacedLiveOneRefused) {
 
 // Without --registration-dir (the default) nothing is registered: no
 // socket anywhere, and /healthz is the CSI socket's health alone.
-class NoRegistrationTest : public DriverTest {
- protected:
-  DriverProcess::Options DriverOptions() const override {
-    auto options = DriverTest::DriverOptions();
-    options.extra_args.push_back("--metrics-address=127.0.0.1:" +
-                                 std::to_string(port_));
-    return options;
-  }
-  int port_ = FreeLoopbackPort();
-};
+using NoRegistrationTest = HttpDriverTest;
 
 TEST_F(NoRegistrationTest, ServesNoRegistrationSocket) {
   for (const auto& entry :
@@ -242,10 +227,9 @@ TEST_F(NoRegistrationTest, ServesNoRegistrationSocket) {
     EXPECT_EQ(entry.path().string().find("-reg.sock"), std::string::npos)
         << entry.path();
   }
-  httplib::Client http("127.0.0.1", port_);
-  auto res = http.Get("/healthz");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200) << res->body;
+  int status = -1;
+  const std::string body = Get("/healthz", &status);
+  EXPECT_EQ(status, 200) << body;
   EXPECT_EQ(log().find("registration socket"), std::string::npos) << log();
 }
 
