@@ -1,0 +1,31 @@
+// SIGTERM and SIGINT, taken by one waiter rather than by handlers in random
+// threads.
+#pragma once
+
+#include <expected>
+#include <string>
+
+#include "common/unique_fd.h"
+
+namespace fcc::common {
+
+class SignalWaiter {
+ public:
+  // Blocks SIGTERM and SIGINT in the calling thread. Create it in main before
+  // any thread starts, so every thread inherits the mask and the signals
+  // reach Wait() alone.
+  static std::expected<SignalWaiter, std::string> Create();
+
+  // Blocks until SIGTERM/SIGINT (returns its number) or Cancel() (returns 0).
+  int Wait();
+  // Wakes Wait() when the process stops for another reason. Thread-safe.
+  void Cancel();
+
+ private:
+  SignalWaiter(UniqueFd signal_fd, UniqueFd cancel_fd)
+      : signal_fd_(std::move(signal_fd)), cancel_fd_(std::move(cancel_fd)) {}
+  UniqueFd signal_fd_;
+  UniqueFd cancel_fd_;
+};
+
+}  // namespace fcc::common
