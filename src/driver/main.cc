@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/logging.h"
 #include "curve/cert.h"
 #include "curve/cert_file.h"
 #include "driver/key_cache.h"
-#include "driver/logging.h"
 #include "driver/master_key.h"
 #include "driver/registration_service.h"
 #include "driver/server.h"
@@ -229,8 +229,10 @@ int main(int argc, char** argv) {
                          "Fail unless metadata name is this <ns>.<name>");
 
   CLI11_PARSE(app, argc, argv);
-  if (!driver::ConfigureLogging(log_format, log_level)) {
-    std::cerr << "--log-level must be trace, debug, info, warn or error\n";
+  if (auto logging =
+          common::ConfigureLogging("flux-curve-csi", log_format, log_level);
+      !logging) {
+    std::cerr << logging.error() << "\n";
     return 2;
   }
   if (*serve_cmd) {

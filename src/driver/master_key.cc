@@ -1,14 +1,12 @@
 #include "driver/master_key.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "driver/unique_fd.h"
+#include "common/file.h"
 
 namespace fcc::driver {
 
@@ -19,10 +17,10 @@ std::expected<curve::Secret, std::string> LoadMasterKey(
                                        kCreateMasterKeyHint));
   };
   if (path.empty()) return refuse("--master-key-file is empty");
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) return refuse(std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return refuse(std::strerror(errno));
+  auto fd = common::OpenForReading(path);
+  if (!fd) return refuse(fd.error().message());
+  struct stat st{};
+  if (fstat(fd->get(), &st) != 0) return refuse(std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
   if (st.st_mode & 077) {
     return refuse(fmt::format(
@@ -39,15 +37,10 @@ std::expected<curve::Secret, std::string> LoadMasterKey(
                               kMaxMasterKeyBytes));
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = read(fd.get(), bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      curve::Secret wipe(std::move(bytes));
-      return refuse(n < 0 ? std::strerror(errno) : "changed while reading");
-    }
-    got += static_cast<size_t>(n);
+  auto got = common::ReadFull(fd->get(), bytes);
+  if (!got || *got != bytes.size()) {
+    curve::Secret wipe(std::move(bytes));
+    return refuse(got ? "changed while reading" : got.error().message());
   }
   return curve::Secret(std::move(bytes));
 }

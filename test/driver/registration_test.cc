@@ -130,9 +130,9 @@ TEST_F(RegistrationTest, HealthFailsWhenTheCsiSocketIsUnlinked) {
   // The transition is logged once, not every probe at info.
   EXPECT_EQ(Healthz(), 503);
   const std::string text = log();
-  const size_t first = text.find(" W unhealthy: CSI socket");
+  const size_t first = text.find(" warning unhealthy: CSI socket");
   ASSERT_NE(first, std::string::npos) << text;
-  EXPECT_EQ(text.find(" W unhealthy", first + 1), std::string::npos) << text;
+  EXPECT_EQ(text.find(" warning unhealthy", first + 1), std::string::npos) << text;
 }
 
 TEST_F(RegistrationTest, HealthFailsWhenTheRegistrationSocketIsRemoved) {

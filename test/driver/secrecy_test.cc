@@ -277,7 +277,7 @@ TEST_P(SecrecyTest, NoSecretInLogsOrErrors) {
       nlohmann::json entry;
       ASSERT_NO_THROW(entry = nlohmann::json::parse(line));
       ASSERT_TRUE(entry.is_object());
-      EXPECT_TRUE(entry.contains("time"));
+      EXPECT_TRUE(entry.contains("ts"));
       EXPECT_TRUE(entry.contains("level"));
       ASSERT_TRUE(entry.contains("msg") && entry["msg"].is_string());
       messages += entry["msg"].get<std::string>() + "\n";
