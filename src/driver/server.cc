@@ -12,8 +12,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/http_server.h"
 #include "driver/health_check.h"
-#include "driver/http_server.h"
 #include "driver/identity_service.h"
 #include "driver/key_cache.h"
 #include "driver/master_key.h"
@@ -47,7 +47,7 @@ std::expected<void, std::string> PrepareSocketPath(const std::string& path,
     return std::unexpected("cannot create the socket's directory: " +
                            ec.message());
   }
-  struct stat st {};
+  struct stat st{};
   if (lstat(path.c_str(), &st) != 0) return {};
   if (!S_ISSOCK(st.st_mode)) {
     return std::unexpected(path +
@@ -162,12 +162,22 @@ void LogMountApi(const LinuxHostFs& host_fs, const ServeOptions& options) {
 
 // Mounts matter more than metrics: a taken port is logged, not fatal (the
 // scrape target going down is what alerts).
-std::unique_ptr<HttpServer> StartHttp(const ServeOptions& options,
-                                      Metrics& metrics,
-                                      const HealthCheck& health) {
+std::unique_ptr<common::HttpServer> StartHttp(const ServeOptions& options,
+                                              Metrics& metrics,
+                                              const HealthCheck& health) {
   if (options.metrics_address.empty()) return nullptr;
-  auto started = HttpServer::Start(options.metrics_address, metrics,
-                                   [&health] { return health.Check(); });
+  auto metrics_reply = [&metrics] {
+    return common::HttpReply{200, metrics.Render(),
+                             "text/plain; version=0.0.4"};
+  };
+  auto health_reply = [&health] {
+    const auto healthy = health.Check();
+    return healthy ? common::HttpReply{200, "ok\n"}
+                   : common::HttpReply{503, healthy.error() + "\n"};
+  };
+  auto started = common::HttpServer::Start(
+      "--metrics-address", options.metrics_address,
+      {{"/metrics", metrics_reply}, {"/healthz", health_reply}});
   if (!started) {
     spdlog::error("serving without metrics: {}", started.error());
     return nullptr;
@@ -244,7 +254,8 @@ int Serve(const ServeOptions& options) {
   HealthCheck health({.csi_socket_path = paths->csi,
                       .registration_socket_path = paths->registration,
                       .registration = &registration});
-  std::unique_ptr<HttpServer> http = StartHttp(options, metrics, health);
+  std::unique_ptr<common::HttpServer> http =
+      StartHttp(options, metrics, health);
 
   // Callback API: gRPC runs each handler on its own threads. The synchronous
   // server handed every call to a pool thread and, with more calls in flight
