@@ -106,85 +106,109 @@ Secret RenderCert(std::string_view metadata_name, const CurveKeypair& keys) {
   return Secret(std::move(text));
 }
 
-std::expected<ParsedCert, std::string> ParseCert(std::string_view text) {
+namespace {
+
+// ParseCert's state: the section it is in and what it has read so far.
+class CertReader {
+ public:
+  std::expected<void, std::string> AddLine(std::string_view line);
+  std::expected<ParsedCert, std::string> Finish() &&;
+
+ private:
   enum class Section { kNone, kMetadata, kCurve };
-  Section section = Section::kNone;
-  ParsedCert cert;
-  bool have_public = false;
-  bool have_secret = false;
+  std::expected<void, std::string> AddCurveKey(const KeyValue& kv);
 
-  if (text.find('\0') != std::string_view::npos) {
-    return std::unexpected("the file holds a NUL byte; it is not a cert");
+  Section section_ = Section::kNone;
+  ParsedCert cert_;
+  bool have_public_ = false;
+  bool have_secret_ = false;
+};
+
+std::expected<void, std::string> CertReader::AddLine(std::string_view line) {
+  if (line.size() > kMaxLineChars) {
+    return std::unexpected("line is longer than 254 characters");
   }
-  size_t line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    auto fail = [&](std::string_view why) {
-      return std::unexpected(fmt::format("line {}: {}", line_no, why));
-    };
-
-    if (line.size() > kMaxLineChars) {
-      return fail("line is longer than 254 characters");
-    }
-    const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
-    const std::string_view stripped = Strip(line);
-    if (stripped.empty() || stripped[0] == '#') continue;
-
-    if (!indented && stripped == "metadata") {
-      section = Section::kMetadata;
-    } else if (!indented && stripped == "curve") {
-      section = Section::kCurve;
-    } else if (stripped == "metadata" || stripped == "curve") {
-      return fail(
+  const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
+  const std::string_view stripped = Strip(line);
+  if (stripped.empty() || stripped[0] == '#') return {};
+  if (stripped == "metadata" || stripped == "curve") {
+    if (indented) {
+      return std::unexpected(
           fmt::format("section header '{}' must not be indented", stripped));
-    } else if (!indented) {
-      return fail(
-          "unindented line is not a section header (metadata or curve); "
-          "entries must be indented");
-    } else if (section == Section::kNone) {
-      return fail("entry before any section header");
-    } else {
-      auto kv = ParseKeyValue(stripped);
-      if (!kv) return fail(kv.error());
-      if (section == Section::kMetadata) {
-        if (!cert.metadata.emplace(kv->key, kv->value).second) {
-          return fail(fmt::format("duplicate metadata key '{}'", kv->key));
-        }
-      } else if (kv->key == "public-key" || kv->key == "secret-key") {
-        const bool is_public = kv->key == "public-key";
-        bool& seen = is_public ? have_public : have_secret;
-        if (seen) return fail(fmt::format("duplicate {}", kv->key));
-        if (!IsZ85Key(kv->value)) {
-          return fail(fmt::format(
-              "{} must be exactly 40 Z85 characters (got {} characters)",
-              kv->key, kv->value.size()));
-        }
-        seen = true;
-        if (is_public) {
-          cert.keys.public_z85 = std::string(kv->value);
-        } else {
-          cert.keys.secret_z85 = Secret(std::string(kv->value));
-        }
-      } else {
-        return fail(fmt::format(
-            "the curve section holds only public-key and secret-key, not '{}'",
-            kv->key));
-      }
     }
+    section_ = stripped == "curve" ? Section::kCurve : Section::kMetadata;
+    return {};
   }
-  if (!have_public || !have_secret) {
+  if (!indented) {
+    return std::unexpected(
+        "unindented line is not a section header (metadata or curve); "
+        "entries must be indented");
+  }
+  if (section_ == Section::kNone) {
+    return std::unexpected("entry before any section header");
+  }
+  auto kv = ParseKeyValue(stripped);
+  if (!kv) return std::unexpected(kv.error());
+  if (section_ == Section::kCurve) return AddCurveKey(*kv);
+  if (!cert_.metadata.emplace(kv->key, kv->value).second) {
+    return std::unexpected(fmt::format("duplicate metadata key '{}'", kv->key));
+  }
+  return {};
+}
+
+std::expected<void, std::string> CertReader::AddCurveKey(const KeyValue& kv) {
+  if (kv.key != "public-key" && kv.key != "secret-key") {
+    return std::unexpected(fmt::format(
+        "the curve section holds only public-key and secret-key, not '{}'",
+        kv.key));
+  }
+  const bool is_public = kv.key == "public-key";
+  bool& seen = is_public ? have_public_ : have_secret_;
+  if (seen) return std::unexpected(fmt::format("duplicate {}", kv.key));
+  if (!IsZ85Key(kv.value)) {
+    return std::unexpected(
+        fmt::format("{} must be exactly 40 Z85 characters (got {} characters)",
+                    kv.key, kv.value.size()));
+  }
+  seen = true;
+  if (is_public) {
+    cert_.keys.public_z85 = std::string(kv.value);
+  } else {
+    cert_.keys.secret_z85 = Secret(std::string(kv.value));
+  }
+  return {};
+}
+
+std::expected<ParsedCert, std::string> CertReader::Finish() && {
+  if (!have_public_ || !have_secret_) {
     return std::unexpected(
         "the curve section must hold both public-key and secret-key");
   }
-  const auto derived_public = PublicKeyFor(cert.keys.secret_z85.reveal());
-  if (!derived_public || *derived_public != cert.keys.public_z85) {
+  const auto derived_public = PublicKeyFor(cert_.keys.secret_z85.reveal());
+  if (!derived_public || *derived_public != cert_.keys.public_z85) {
     return std::unexpected(
         "public-key does not belong to secret-key (mismatched pair)");
   }
-  return cert;
+  return std::move(cert_);
+}
+
+}  // namespace
+
+std::expected<ParsedCert, std::string> ParseCert(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) {
+    return std::unexpected("the file holds a NUL byte; it is not a cert");
+  }
+  CertReader reader;
+  for (size_t line_no = 1; !text.empty(); ++line_no) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (auto added = reader.AddLine(line); !added) {
+      return std::unexpected(
+          fmt::format("line {}: {}", line_no, added.error()));
+    }
+  }
+  return std::move(reader).Finish();
 }
 
 }  // namespace fcc::curve
