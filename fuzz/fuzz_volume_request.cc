@@ -14,13 +14,14 @@
 #include <fstream>
 #include <map>
 
+#include "common/names.h"
 #include "csi.pb.h"
 #include "driver/volume_request.h"
 
 namespace {
 
-using fcc::driver::IsDns1123Label;
-using fcc::driver::IsDns1123Subdomain;
+using fcc::common::IsDns1123Label;
+using fcc::common::IsDns1123Subdomain;
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();

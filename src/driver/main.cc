@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "common/logging.h"
+#include "common/names.h"
 #include "curve/cert.h"
 #include "curve/cert_file.h"
 #include "driver/key_cache.h"
@@ -41,11 +42,11 @@ struct CertArgs {
 };
 
 int PrintCert(const CertArgs& args) {
-  if (!driver::IsDns1123Label(args.namespace_name)) {
+  if (!common::IsDns1123Label(args.namespace_name)) {
     std::cerr << "--namespace must be a namespace name (DNS-1123 label)\n";
     return 2;
   }
-  if (!driver::IsDns1123Subdomain(args.minicluster)) {
+  if (!common::IsDns1123Subdomain(args.minicluster)) {
     std::cerr << "--minicluster must be a MiniCluster name (DNS-1123 "
                  "subdomain)\n";
     return 2;

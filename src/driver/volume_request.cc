@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "common/names.h"
+
 namespace fcc::driver {
 namespace {
 
@@ -135,34 +137,6 @@ std::expected<void, RequestError> CheckCapability(
 
 }  // namespace
 
-bool IsDns1123Label(std::string_view s) {
-  if (s.empty() || s.size() > 63) return false;
-  if (!IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
-  for (char c : s) {
-    if (!IsLowerAlnum(c) && c != '-') return false;
-  }
-  return true;
-}
-
-bool IsDns1123Subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = s.find('.', start);
-    const std::string_view label =
-        s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
-    if (label.empty()) return false;
-    if (!IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) {
-      return false;
-    }
-    for (char c : label) {
-      if (!IsLowerAlnum(c) && c != '-') return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
-
 std::expected<Owner, std::string> ParseOwner(std::string_view text) {
   auto parse_id = [](std::string_view s) -> std::expected<uint32_t, bool> {
     if (s.empty() || s.size() > 10) return std::unexpected(false);
@@ -189,17 +163,19 @@ std::expected<Owner, std::string> ParseOwner(std::string_view text) {
   return Owner{*uid, *gid};
 }
 
-std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+namespace {
+
+using VolumeContext = google::protobuf::Map<std::string, std::string>;
+
+const std::string* Find(const VolumeContext& ctx, std::string_view key) {
+  auto it = ctx.find(std::string(key));
+  return it == ctx.end() ? nullptr : &it->second;
+}
+
+// What the request asks of the mount, apart from its volume context.
+std::expected<void, RequestError> CheckPublishMode(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {
-  PublishSpec spec;
-  if (auto ids =
-          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
-                               spec.volume_id, spec.target_path);
-      !ids) {
-    return std::unexpected(ids.error());
-  }
-
   if (auto cap = CheckCapability(request); !cap) {
     return std::unexpected(cap.error());
   }
@@ -217,15 +193,13 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
         "staging_target_path must be empty: this driver has no "
         "STAGE_UNSTAGE_VOLUME capability");
   }
+  return {};
+}
 
-  const auto& ctx = request.volume_context();
-  const auto find = [&](std::string_view key) -> const std::string* {
-    auto it = ctx.find(std::string(key));
-    return it == ctx.end() ? nullptr : &it->second;
-  };
-
-  // Pod info and the ephemeral marker: both come from kubelet only.
-  const std::string* ephemeral = find(kEphemeral);
+// Pod info and the ephemeral marker: both come from kubelet only.
+std::expected<void, RequestError> ReadKubeletContext(const VolumeContext& ctx,
+                                                     PublishSpec& spec) {
+  const std::string* ephemeral = Find(ctx, kEphemeral);
   if (ephemeral == nullptr || *ephemeral != "true") {
     return Invalid(
         "volume_context[csi.storage.k8s.io/ephemeral] must be \"true\": "
@@ -233,61 +207,90 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
         "(volumes[].csi in a pod spec, CSIDriver volumeLifecycleModes: "
         "[Ephemeral]), not PersistentVolumes");
   }
-  const std::string* ns = find(kPodNamespace);
+  const std::string* ns = Find(ctx, kPodNamespace);
   if (ns == nullptr) {
     return Invalid(
         "volume_context[csi.storage.k8s.io/pod.namespace] is missing: set "
         "podInfoOnMount: true in the curve.minicluster.dev CSIDriver object "
         "(kubectl apply -f deploy/csidriver.yaml)");
   }
-  if (!IsDns1123Label(*ns)) {
+  if (!common::IsDns1123Label(*ns)) {
     return Invalid(
         "volume_context[csi.storage.k8s.io/pod.namespace] is not a valid "
         "namespace name (DNS-1123 label)");
   }
   spec.minicluster.namespace_name = *ns;
-  if (const std::string* name = find(kPodName);
+  if (const std::string* name = Find(ctx, kPodName);
       name != nullptr && name->size() <= 253 && IsPlainToken(*name)) {
     spec.pod_name = *name;
   }
-  if (const std::string* uid = find(kPodUid);
+  if (const std::string* uid = Find(ctx, kPodUid);
       uid != nullptr && uid->size() <= 64 && IsPlainToken(*uid)) {
     spec.pod_uid = *uid;
   }
+  return {};
+}
 
-  bool have_minicluster = false;
+// One of the pod author's volumeAttributes.
+std::expected<void, RequestError> ReadAttribute(const std::string& key,
+                                                const std::string& value,
+                                                PublishSpec& spec) {
+  if (key == kAttrMiniCluster) {
+    if (!common::IsDns1123Subdomain(value)) {
+      return Invalid(
+          "volumeAttributes.minicluster must be the MiniCluster's name: a "
+          "DNS-1123 subdomain (lowercase a-z 0-9 '-' '.', at most 253 "
+          "characters, starting and ending with a letter or digit)");
+    }
+    spec.minicluster.name = value;
+  } else if (key == kAttrGeneration) {
+    if (value.size() > kMaxGenerationBytes || !IsPlainToken(value)) {
+      return Invalid(fmt::format(
+          "volumeAttributes.generation must be at most {} characters of "
+          "A-Z a-z 0-9 . _ - : (the controller sets it to the "
+          "MiniCluster's metadata.uid)",
+          kMaxGenerationBytes));
+    }
+    spec.minicluster.generation = value;
+  } else if (key == kAttrOwner) {
+    auto owner = ParseOwner(value);
+    if (!owner) return Invalid("volumeAttributes.owner " + owner.error());
+    spec.owner = *owner;
+  } else {
+    return Invalid(
+        fmt::format("volumeAttributes has unknown key {:?}: allowed keys are "
+                    "minicluster, generation, owner (check for a typo)",
+                    key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>"));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy) {
+  PublishSpec spec;
+  if (auto ids =
+          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
+                               spec.volume_id, spec.target_path);
+      !ids) {
+    return std::unexpected(ids.error());
+  }
+  if (auto mode = CheckPublishMode(request, policy); !mode) {
+    return std::unexpected(mode.error());
+  }
+  const auto& ctx = request.volume_context();
+  if (auto kubelet = ReadKubeletContext(ctx, spec); !kubelet) {
+    return std::unexpected(kubelet.error());
+  }
   for (const auto& [key, value] : ctx) {
     if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
-    if (key == kAttrMiniCluster) {
-      if (!IsDns1123Subdomain(value)) {
-        return Invalid(
-            "volumeAttributes.minicluster must be the MiniCluster's name: a "
-            "DNS-1123 subdomain (lowercase a-z 0-9 '-' '.', at most 253 "
-            "characters, starting and ending with a letter or digit)");
-      }
-      spec.minicluster.name = value;
-      have_minicluster = true;
-    } else if (key == kAttrGeneration) {
-      if (value.size() > kMaxGenerationBytes || !IsPlainToken(value)) {
-        return Invalid(fmt::format(
-            "volumeAttributes.generation must be at most {} characters of "
-            "A-Z a-z 0-9 . _ - : (the controller sets it to the "
-            "MiniCluster's metadata.uid)",
-            kMaxGenerationBytes));
-      }
-      spec.minicluster.generation = value;
-    } else if (key == kAttrOwner) {
-      auto owner = ParseOwner(value);
-      if (!owner) return Invalid("volumeAttributes.owner " + owner.error());
-      spec.owner = *owner;
-    } else {
-      return Invalid(fmt::format(
-          "volumeAttributes has unknown key {:?}: allowed keys are "
-          "minicluster, generation, owner (check for a typo)",
-          key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>"));
+    if (auto read = ReadAttribute(key, value, spec); !read) {
+      return std::unexpected(read.error());
     }
   }
-  if (!have_minicluster) {
+  if (spec.minicluster.name.empty()) {
     return Invalid(
         "volumeAttributes.minicluster is required: the name of the "
         "MiniCluster whose brokers share this cert");

@@ -81,9 +81,6 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
     const csi::v1::NodeUnpublishVolumeRequest& request);
 
-// The building blocks, exposed for tests.
-bool IsDns1123Label(std::string_view s);      // namespaces
-bool IsDns1123Subdomain(std::string_view s);  // MiniCluster (object) names
 // "uid" or "uid:gid", decimal, each below 2^32-1 (which means "no id").
 // A lone uid also sets the gid to the same number.
 std::expected<Owner, std::string> ParseOwner(std::string_view text);

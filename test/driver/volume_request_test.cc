@@ -204,7 +204,8 @@ TEST(ValidatePublishRequest, PolicyMayRequireReadonly) {
   ASSERT_FALSE(spec.has_value());
   EXPECT_EQ(spec.error().code, grpc::StatusCode::INVALID_ARGUMENT);
   // Names the field, the fix in the pod spec and the flag behind it.
-  for (const char* part : {"readonly", "readOnly: true", "--require-readonly"}) {
+  for (const char* part :
+       {"readonly", "readOnly: true", "--require-readonly"}) {
     EXPECT_NE(spec.error().message.find(part), std::string::npos)
         << part << " not in: " << spec.error().message;
   }
@@ -322,37 +323,6 @@ TEST(ParseOwner, RejectsEverythingElse) {
     ASSERT_FALSE(owner.has_value());
     EXPECT_NE(owner.error().find("uid:gid"), std::string::npos);
   }
-}
-
-TEST(IsDns1123, Label) {
-  EXPECT_TRUE(IsDns1123Label("default"));
-  EXPECT_TRUE(IsDns1123Label("a"));
-  EXPECT_TRUE(IsDns1123Label("kube-system"));
-  EXPECT_TRUE(IsDns1123Label("0abc9"));
-  EXPECT_TRUE(IsDns1123Label(std::string(63, 'a')));
-  EXPECT_FALSE(IsDns1123Label(std::string(64, 'a')));
-  EXPECT_FALSE(IsDns1123Label(""));
-  EXPECT_FALSE(IsDns1123Label("Default"));
-  EXPECT_FALSE(IsDns1123Label("-a"));
-  EXPECT_FALSE(IsDns1123Label("a-"));
-  EXPECT_FALSE(IsDns1123Label("a.b"));
-  EXPECT_FALSE(IsDns1123Label("a_b"));
-}
-
-TEST(IsDns1123, Subdomain) {
-  EXPECT_TRUE(IsDns1123Subdomain("lammps"));
-  EXPECT_TRUE(IsDns1123Subdomain("a.b-c.d"));
-  EXPECT_TRUE(IsDns1123Subdomain(std::string(253, 'a')));
-  EXPECT_FALSE(IsDns1123Subdomain(std::string(254, 'a')));
-  EXPECT_FALSE(IsDns1123Subdomain(""));
-  EXPECT_FALSE(IsDns1123Subdomain("."));
-  EXPECT_FALSE(IsDns1123Subdomain("a."));
-  EXPECT_FALSE(IsDns1123Subdomain(".a"));
-  EXPECT_FALSE(IsDns1123Subdomain("a..b"));
-  EXPECT_FALSE(IsDns1123Subdomain("../a"));
-  EXPECT_FALSE(IsDns1123Subdomain("a.-b"));
-  EXPECT_FALSE(IsDns1123Subdomain("A"));
-  EXPECT_FALSE(IsDns1123Subdomain("a/b"));
 }
 
 TEST(ValidateUnpublishRequest, AcceptsAndChecks) {
