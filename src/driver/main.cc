@@ -98,6 +98,121 @@ int VerifyCert(const VerifyArgs& args) {
   return 0;
 }
 
+// The DaemonSet's paths and addresses; each also comes from the
+// environment.
+void AddServeFlags(CLI::App& serve_cmd, driver::ServeOptions& serve) {
+  serve_cmd
+      .add_option("--endpoint", serve.endpoint,
+                  "CSI endpoint, unix:///path/csi.sock; created 0600")
+      ->envname("CSI_ENDPOINT")
+      ->capture_default_str();
+  serve_cmd
+      .add_option("--node-id", serve.node_id,
+                  "Node ID for NodeGetInfo (the Kubernetes node name)")
+      ->envname("NODE_NAME");
+  serve_cmd
+      .add_option("--master-key-file", serve.master_key_file,
+                  "Cluster-wide master key (>= 32 bytes, mode 0400/0600)")
+      ->envname("MASTER_KEY_FILE")
+      ->capture_default_str();
+  serve_cmd
+      .add_option("--metrics-address", serve.metrics_address,
+                  "host:port serving Prometheus /metrics and /healthz; "
+                  "empty disables")
+      ->envname("METRICS_ADDRESS")
+      ->capture_default_str();
+  serve_cmd
+      .add_option("--registration-dir", serve.registration_dir,
+                  "kubelet's plugin registration directory as mounted here "
+                  "(host /var/lib/kubelet/plugins_registry): serve "
+                  "curve.minicluster.dev-reg.sock there so kubelet registers "
+                  "the driver without node-driver-registrar; empty disables")
+      ->envname("REGISTRATION_DIR");
+  serve_cmd
+      .add_option("--kubelet-registration-path",
+                  serve.kubelet_registration_path,
+                  "The CSI socket's path on the host, as kubelet dials it "
+                  "(told to kubelet when registering)")
+      ->envname("KUBELET_REGISTRATION_PATH")
+      ->capture_default_str();
+  serve_cmd
+      .add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,
+                  "tmpfs size limit of each volume")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))
+      ->capture_default_str();
+}
+
+// How the DaemonSet treats requests and mounts volumes.
+void AddServePolicyFlags(CLI::App& serve_cmd, driver::ServeOptions& serve,
+                         bool& accept_readonly_false) {
+  auto* require_readonly = serve_cmd.add_flag(
+      "--require-readonly", serve.validation.require_readonly,
+      "Refuse publish requests with readonly=false (pod specs without "
+      "volumes[].csi.readOnly: true). Off by default: the volume is mounted "
+      "read-only either way, and flux-operator v1alpha2 pods cannot set it");
+  // Before readonly=false was accepted by default, this flag turned it on.
+  // Kept so DaemonSets that still pass it start; it changes nothing now.
+  serve_cmd
+      .add_flag("--accept-readonly-false", accept_readonly_false,
+                "Deprecated, no effect: readonly=false is accepted by "
+                "default (see --require-readonly)")
+      ->excludes(require_readonly);
+
+  serve_cmd
+      .add_option_function<std::string>(
+          "--mount-api",
+          [&serve](const std::string& api) {
+            if (api == "auto") {
+              serve.mount_api.reset();
+            } else {
+              serve.mount_api = api == "fsmount" ? driver::MountApi::kFsmount
+                                                 : driver::MountApi::kMount;
+            }
+          },
+          "How volumes are mounted: fsmount (fsopen/fsmount/move_mount, "
+          "crash-atomic, Linux 5.2+), mount (mount(2), for older kernels), "
+          "or auto (fsmount where the kernel has it)")
+      ->check(CLI::IsMember({"auto", "fsmount", "mount"}))
+      ->envname("MOUNT_API")
+      ->default_str("auto");
+}
+
+CLI::App* AddCertCommand(CLI::App& app, CertArgs& cert_args) {
+  auto* cert_cmd = app.add_subcommand(
+      "cert",
+      "Print the curve.cert a MiniCluster gets (debugging; holds its secret "
+      "key unless --public-only)");
+  cert_cmd
+      ->add_option("--master-key-file", cert_args.master_key_file,
+                   "Master key file (same as the DaemonSet's)")
+      ->required();
+  cert_cmd
+      ->add_option("--namespace", cert_args.namespace_name,
+                   "The MiniCluster's namespace")
+      ->required();
+  cert_cmd
+      ->add_option("--minicluster", cert_args.minicluster,
+                   "The MiniCluster's name")
+      ->required();
+  cert_cmd->add_option("--generation", cert_args.generation,
+                       "The generation attribute (the MiniCluster's uid)");
+  cert_cmd->add_flag("--public-only", cert_args.public_only,
+                     "Print only the public key");
+  return cert_cmd;
+}
+
+CLI::App* AddVerifyCommand(CLI::App& app, VerifyArgs& verify_args) {
+  auto* verify_cmd = app.add_subcommand(
+      "verify",
+      "Check a curve.cert as a Flux broker would (format, key pair, mode)");
+  verify_cmd->add_option("file", verify_args.file, "The cert file")->required();
+  verify_cmd->add_option("--expect-public", verify_args.expect_public,
+                         "Fail unless the public key is this Z85 key");
+  verify_cmd->add_option("--expect-name", verify_args.expect_name,
+                         "Fail unless metadata name is this <ns>.<name>");
+  return verify_cmd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,108 +241,13 @@ int main(int argc, char** argv) {
   serve.kubelet_registration_path = driver::kDefaultKubeletRegistrationPath;
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve CSI Identity and Node on a unix socket (the DaemonSet)");
-  serve_cmd
-      ->add_option("--endpoint", serve.endpoint,
-                   "CSI endpoint, unix:///path/csi.sock; created 0600")
-      ->envname("CSI_ENDPOINT")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--node-id", serve.node_id,
-                   "Node ID for NodeGetInfo (the Kubernetes node name)")
-      ->envname("NODE_NAME");
-  serve_cmd
-      ->add_option("--master-key-file", serve.master_key_file,
-                   "Cluster-wide master key (>= 32 bytes, mode 0400/0600)")
-      ->envname("MASTER_KEY_FILE")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--metrics-address", serve.metrics_address,
-                   "host:port serving Prometheus /metrics and /healthz; "
-                   "empty disables")
-      ->envname("METRICS_ADDRESS")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--registration-dir", serve.registration_dir,
-                   "kubelet's plugin registration directory as mounted here "
-                   "(host /var/lib/kubelet/plugins_registry): serve "
-                   "curve.minicluster.dev-reg.sock there so kubelet registers "
-                   "the driver without node-driver-registrar; empty disables")
-      ->envname("REGISTRATION_DIR");
-  serve_cmd
-      ->add_option("--kubelet-registration-path",
-                   serve.kubelet_registration_path,
-                   "The CSI socket's path on the host, as kubelet dials it "
-                   "(told to kubelet when registering)")
-      ->envname("KUBELET_REGISTRATION_PATH")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,
-                   "tmpfs size limit of each volume")
-      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))
-      ->capture_default_str();
-  auto* require_readonly = serve_cmd->add_flag(
-      "--require-readonly", serve.validation.require_readonly,
-      "Refuse publish requests with readonly=false (pod specs without "
-      "volumes[].csi.readOnly: true). Off by default: the volume is mounted "
-      "read-only either way, and flux-operator v1alpha2 pods cannot set it");
-  // Before readonly=false was accepted by default, this flag turned it on.
-  // Kept so DaemonSets that still pass it start; it changes nothing now.
   bool accept_readonly_false = false;
-  serve_cmd
-      ->add_flag("--accept-readonly-false", accept_readonly_false,
-                 "Deprecated, no effect: readonly=false is accepted by "
-                 "default (see --require-readonly)")
-      ->excludes(require_readonly);
-
-  serve_cmd
-      ->add_option_function<std::string>(
-          "--mount-api",
-          [&serve](const std::string& api) {
-            if (api == "auto") {
-              serve.mount_api.reset();
-            } else {
-              serve.mount_api = api == "fsmount" ? driver::MountApi::kFsmount
-                                                 : driver::MountApi::kMount;
-            }
-          },
-          "How volumes are mounted: fsmount (fsopen/fsmount/move_mount, "
-          "crash-atomic, Linux 5.2+), mount (mount(2), for older kernels), "
-          "or auto (fsmount where the kernel has it)")
-      ->check(CLI::IsMember({"auto", "fsmount", "mount"}))
-      ->envname("MOUNT_API")
-      ->default_str("auto");
-
+  AddServeFlags(*serve_cmd, serve);
+  AddServePolicyFlags(*serve_cmd, serve, accept_readonly_false);
   CertArgs cert_args;
-  auto* cert_cmd = app.add_subcommand(
-      "cert",
-      "Print the curve.cert a MiniCluster gets (debugging; holds its secret "
-      "key unless --public-only)");
-  cert_cmd
-      ->add_option("--master-key-file", cert_args.master_key_file,
-                   "Master key file (same as the DaemonSet's)")
-      ->required();
-  cert_cmd
-      ->add_option("--namespace", cert_args.namespace_name,
-                   "The MiniCluster's namespace")
-      ->required();
-  cert_cmd
-      ->add_option("--minicluster", cert_args.minicluster,
-                   "The MiniCluster's name")
-      ->required();
-  cert_cmd->add_option("--generation", cert_args.generation,
-                       "The generation attribute (the MiniCluster's uid)");
-  cert_cmd->add_flag("--public-only", cert_args.public_only,
-                     "Print only the public key");
-
+  CLI::App* cert_cmd = AddCertCommand(app, cert_args);
   VerifyArgs verify_args;
-  auto* verify_cmd = app.add_subcommand(
-      "verify",
-      "Check a curve.cert as a Flux broker would (format, key pair, mode)");
-  verify_cmd->add_option("file", verify_args.file, "The cert file")->required();
-  verify_cmd->add_option("--expect-public", verify_args.expect_public,
-                         "Fail unless the public key is this Z85 key");
-  verify_cmd->add_option("--expect-name", verify_args.expect_name,
-                         "Fail unless metadata name is this <ns>.<name>");
+  CLI::App* verify_cmd = AddVerifyCommand(app, verify_args);
 
   CLI11_PARSE(app, argc, argv);
   if (auto logging =
