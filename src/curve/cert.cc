@@ -89,20 +89,27 @@ Secret RenderCert(std::string_view metadata_name, const CurveKeypair& keys) {
     throw std::invalid_argument(
         "cert metadata name holds a character Flux refuses");
   }
-  std::string text;
-  text.reserve(256);
-  text.append(
+  constexpr std::string_view kHead =
       "#  ZeroMQ CURVE **Secret** Certificate\n"
       "#  DO NOT DISTRIBUTE\n"
       "\n"
       "metadata\n"
-      "    name = \"");
-  text.append(metadata_name);
-  text.append("\"\ncurve\n    public-key = \"");
-  text.append(keys.public_z85);
-  text.append("\"\n    secret-key = \"");
-  text.append(keys.secret_z85.reveal());
-  text.append("\"\n");
+      "    name = \"";
+  constexpr std::string_view kPublic = "\"\ncurve\n    public-key = \"";
+  constexpr std::string_view kSecret = "\"\n    secret-key = \"";
+  constexpr std::string_view kTail = "\"\n";
+  const std::string_view secret = keys.secret_z85.reveal();
+  // Sized exactly before the secret goes in: a growing string would free
+  // a buffer holding the secret key without wiping it.
+  std::string text;
+  text.reserve(kHead.size() + metadata_name.size() + kPublic.size() +
+               keys.public_z85.size() + kSecret.size() + secret.size() +
+               kTail.size());
+  for (std::string_view part :
+       {kHead, metadata_name, kPublic, std::string_view(keys.public_z85),
+        kSecret, secret, kTail}) {
+    text.append(part);
+  }
   return Secret(std::move(text));
 }
 

@@ -1,0 +1,60 @@
+// RenderCert never frees a buffer that holds the secret key unwiped. A test
+// of its own: it replaces the global operator delete to look into every
+// block freed while RenderCert runs.
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "curve/cert.h"
+
+namespace {
+
+std::atomic<bool> armed{false};
+// The secret key being looked for; a fixed array, never on the heap.
+char needle[41];
+std::atomic<int> unwiped_frees{0};
+
+void Inspect(void* block) {
+  if (!armed.load() || block == nullptr) return;
+  const size_t size = malloc_usable_size(block);
+  if (memmem(block, size, needle, 40) != nullptr) ++unwiped_frees;
+}
+
+}  // namespace
+
+void operator delete(void* block) noexcept {
+  Inspect(block);
+  std::free(block);
+}
+void operator delete(void* block, size_t) noexcept {
+  Inspect(block);
+  std::free(block);
+}
+
+namespace fcc::curve {
+namespace {
+
+TEST(RenderCertWipe, NoLengthOfNameLeavesTheSecretInFreedMemory) {
+  const CurveKeypair keys = DeriveKeypair(Secret(std::string(32, 'm')),
+                                          MiniClusterId{"default", "a", ""});
+  std::memcpy(needle, keys.secret_z85.reveal().data(), 40);
+  // Every length up to well past the lengths that once reallocated
+  // (47, 48, 303, 304: growth beyond a fixed reserve).
+  for (size_t length = 1; length <= 700; ++length) {
+    const std::string name = "ns." + std::string(length, 'n');
+    armed = true;
+    {
+      const Secret cert = RenderCert(name, keys);
+    }
+    armed = false;
+    ASSERT_EQ(unwiped_frees.load(), 0) << "name length " << length;
+  }
+}
+
+}  // namespace
+}  // namespace fcc::curve
