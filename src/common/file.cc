@@ -1,6 +1,7 @@
 #include "common/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 
@@ -13,7 +14,7 @@ std::error_code LastError() { return {errno, std::system_category()}; }
 
 std::expected<UniqueFd, std::error_code> OpenForReading(
     const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) return std::unexpected(LastError());
   return fd;
 }
@@ -38,6 +39,11 @@ std::expected<std::string, std::string> ReadTextFile(const std::string& path,
   };
   auto fd = OpenForReading(path);
   if (!fd) return failed(fd.error());
+  struct stat st{};
+  if (fstat(fd->get(), &st) != 0) return failed(LastError());
+  if (!S_ISREG(st.st_mode)) {
+    return std::unexpected("cannot read " + path + ": not a regular file");
+  }
   std::string text;
   char chunk[64 * 1024];
   while (true) {

@@ -2,6 +2,7 @@
 #include <httplib.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -182,6 +183,14 @@ TEST_F(FileTest, ReadFullStopsAtTheBufferOrEof) {
   got = ReadFull(fd->get(), rest);
   ASSERT_TRUE(got);
   EXPECT_EQ(std::string(rest, *got), "456789");
+}
+
+TEST_F(FileTest, AFifoIsAnErrorNotAHang) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto text = ReadTextFile(fifo);
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.error().find(fifo), std::string::npos);
 }
 
 TEST(SignalWaiter, ReturnsTheSignalOrZeroWhenCancelled) {

@@ -102,6 +102,12 @@ INSTANTIATE_TEST_SUITE_P(
                   chmod(dir.c_str(), 0700);
                   return dir;
                 }},
+        KeyCase{"AFifo",  // open(2) of a FIFO blocks until a writer comes
+                [](const ScratchRoot& r) {
+                  const std::string fifo = r.path() + "/key-fifo";
+                  mkfifo(fifo.c_str(), 0600);
+                  return fifo;
+                }},
         KeyCase{"EmptyFlagBeforeAnother",  // --master-key-file= --x=..
                 [](const ScratchRoot&) { return std::string(); }}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -113,7 +119,7 @@ TEST_P(AcceptedKeyTest, Serves) {
   const auto options = Options(GetParam().make(*root_));
   DriverProcess driver(options);
   ASSERT_TRUE(driver.Start()) << ReadFileOrEmpty(options.log_path);
-  struct stat st {};
+  struct stat st{};
   EXPECT_EQ(lstat(options.socket_path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(driver.Terminate(std::chrono::seconds(10)), 0);
