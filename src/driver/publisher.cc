@@ -32,17 +32,21 @@ Status Internal(std::string_view step, const std::string& target,
                                   target, ec.message()));
 }
 
+// The tmpfs of a volume owned by `owner`: the root directory belongs to the
+// owner and only they may list it; two inodes are enough (root directory +
+// curve.cert).
+TmpfsSpec VolumeTmpfs(const PublisherOptions& options, const Owner& owner) {
+  return {.size_bytes = options.volume_size_bytes,
+          .nr_inodes = 8,
+          .mode = 0500,
+          .uid = owner.uid,
+          .gid = owner.gid};
+}
+
 }  // namespace
 
 Publisher::Publisher(HostFs& fs, KeyCache& keys, PublisherOptions options)
     : fs_(fs), keys_(keys), options_(options) {}
-
-std::string Publisher::TmpfsOptions(const Owner& owner) const {
-  // The root directory belongs to the owner and only they may list it; two
-  // inodes are enough (root directory + curve.cert).
-  return fmt::format("size={},nr_inodes=8,mode=0500,uid={},gid={}",
-                     options_.volume_size_bytes, owner.uid, owner.gid);
-}
 
 Status Publisher::Publish(const PublishSpec& spec) {
   const auto guard = locks_.Lock(spec.volume_id);
@@ -148,23 +152,23 @@ Status Publisher::MountFresh(const PublishSpec& spec,
     return failure;
   };
 
-  auto pending = fs_.MakeTmpfs(TmpfsOptions(spec.owner));
+  auto pending = fs_.MakeTmpfs(VolumeTmpfs(options_, spec.owner));
   if (!pending) {
     return roll_back(Internal("making the tmpfs", target, pending.error()));
   }
-  if (auto ec = fs_.WriteNewFile(**pending, std::string(curve::kCertFileName),
-                                 cert.text.reveal(), kCertMode, spec.owner.uid,
-                                 spec.owner.gid)) {
+  if (auto ec = (*pending)->WriteNewFile(std::string(curve::kCertFileName),
+                                         cert.text.reveal(), kCertMode,
+                                         spec.owner.uid, spec.owner.gid)) {
     return roll_back(Status(
         ec == std::errc::no_space_on_device ? StatusCode::RESOURCE_EXHAUSTED
                                             : StatusCode::INTERNAL,
         fmt::format("writing {} at target_path {} failed: {}",
                     curve::kCertFileName, target, ec.message())));
   }
-  if (auto ec = fs_.MakeReadOnly(**pending)) {
+  if (auto ec = (*pending)->MakeReadOnly()) {
     return roll_back(Internal("making the tmpfs read-only", target, ec));
   }
-  if (auto ec = fs_.Attach(**pending, target)) {
+  if (auto ec = (*pending)->Attach(target)) {
     return roll_back(Internal("mounting tmpfs", target, ec));
   }
   spdlog::info(

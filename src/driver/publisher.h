@@ -32,9 +32,6 @@ class Publisher {
   // mounts all end with the path gone and OK.
   grpc::Status Unpublish(const UnpublishSpec& spec);
 
-  // The tmpfs data options for a volume owned by `owner`.
-  std::string TmpfsOptions(const Owner& owner) const;
-
  private:
   enum class TargetVerdict { kHealthy, kIncompatible, kDamaged };
   TargetVerdict CheckPublished(const std::string& target,
