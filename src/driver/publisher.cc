@@ -60,19 +60,8 @@ Status Publisher::PublishLocked(const PublishSpec& spec,
                                 const MiniClusterCert& cert) {
   const std::string& target = spec.target_path;
   switch (fs_.Inspect(target)) {
-    case PathKind::kMissing: {
-      // kubelet creates only the parent; the target directory is ours.
-      if (auto ec = fs_.MakeDir(target, kTargetDirMode)) {
-        if (ec == std::errc::no_such_file_or_directory) {
-          return Status(StatusCode::FAILED_PRECONDITION,
-                        fmt::format("the parent directory of target_path {} "
-                                    "does not exist (kubelet creates it)",
-                                    target));
-        }
-        return Internal("creating the directory", target, ec);
-      }
-      return MountFresh(spec, cert, /*created_dir=*/true);
-    }
+    case PathKind::kMissing:
+      return MakeDirAndMount(spec, cert);
     case PathKind::kDirectory:
       return MountFresh(spec, cert, /*created_dir=*/false);
     case PathKind::kSymlink:
@@ -82,37 +71,65 @@ Status Publisher::PublishLocked(const PublishSpec& spec,
                                 "the driver never follows or replaces it",
                                 target));
     case PathKind::kMountRoot:
-      switch (CheckPublished(target, spec, cert)) {
-        case TargetVerdict::kHealthy:
-          spdlog::debug("volume {} already published at {}", spec.volume_id,
-                        target);
-          return Status::OK;
-        case TargetVerdict::kIncompatible:
-          return Status(
-              StatusCode::ALREADY_EXISTS,
-              fmt::format("target_path {} is already published with another "
-                          "MiniCluster, generation or owner; unpublish it "
-                          "before publishing volume {} there",
-                          target, spec.volume_id));
-        case TargetVerdict::kDamaged:
-          break;
-      }
-      spdlog::warn("volume {}: repairing a damaged or half-made mount at {}",
-                   spec.volume_id, target);
-      [[fallthrough]];
+      return PublishOverMount(spec, cert);
     case PathKind::kUnreadable:
-      if (auto ec = UnmountAll(target)) {
-        return Internal("unmounting the damaged volume", target, ec);
-      }
-      if (fs_.Inspect(target) != PathKind::kDirectory) {
-        return Status(StatusCode::INTERNAL,
-                      fmt::format("target_path {} is not a plain directory "
-                                  "after unmounting it",
-                                  target));
-      }
-      return MountFresh(spec, cert, /*created_dir=*/false);
+      return RemountDamaged(spec, cert);
   }
   return Status(StatusCode::INTERNAL, "unreachable");
+}
+
+Status Publisher::MakeDirAndMount(const PublishSpec& spec,
+                                  const MiniClusterCert& cert) {
+  const std::string& target = spec.target_path;
+  // kubelet creates only the parent; the target directory is ours.
+  if (auto ec = fs_.MakeDir(target, kTargetDirMode)) {
+    if (ec == std::errc::no_such_file_or_directory) {
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    fmt::format("the parent directory of target_path {} "
+                                "does not exist (kubelet creates it)",
+                                target));
+    }
+    return Internal("creating the directory", target, ec);
+  }
+  return MountFresh(spec, cert, /*created_dir=*/true);
+}
+
+Status Publisher::PublishOverMount(const PublishSpec& spec,
+                                   const MiniClusterCert& cert) {
+  const std::string& target = spec.target_path;
+  switch (CheckPublished(target, spec, cert)) {
+    case TargetVerdict::kHealthy:
+      spdlog::debug("volume {} already published at {}", spec.volume_id,
+                    target);
+      return Status::OK;
+    case TargetVerdict::kIncompatible:
+      return Status(
+          StatusCode::ALREADY_EXISTS,
+          fmt::format("target_path {} is already published with another "
+                      "MiniCluster, generation or owner; unpublish it "
+                      "before publishing volume {} there",
+                      target, spec.volume_id));
+    case TargetVerdict::kDamaged:
+      break;
+  }
+  spdlog::warn("volume {}: repairing a damaged or half-made mount at {}",
+               spec.volume_id, target);
+  return RemountDamaged(spec, cert);
+}
+
+Status Publisher::RemountDamaged(const PublishSpec& spec,
+                                 const MiniClusterCert& cert) {
+  const std::string& target = spec.target_path;
+  if (auto ec = UnmountAll(target)) {
+    return Internal("unmounting the damaged volume", target, ec);
+  }
+  if (fs_.Inspect(target) != PathKind::kDirectory) {
+    return Status(StatusCode::INTERNAL,
+                  fmt::format("target_path {} is not a plain directory "
+                              "after unmounting it",
+                              target));
+  }
+  return MountFresh(spec, cert, /*created_dir=*/false);
 }
 
 Publisher::TargetVerdict Publisher::CheckPublished(
