@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <optional>
 
 namespace fcc::driver {
 namespace {
@@ -83,16 +84,14 @@ std::expected<std::string, RequestError> CheckTargetPath(std::string_view p) {
 
 // The two fields every publish and unpublish carries, checked in the same
 // order so both RPCs report the same first error.
-std::expected<void, RequestError> CheckVolumeAndTarget(
-    std::string_view volume_id, std::string_view target_path,
-    std::string& volume_id_out, std::string& target_path_out) {
+std::expected<UnpublishSpec, RequestError> CheckVolumeAndTarget(
+    std::string_view volume_id, std::string_view target_path) {
   auto id = CheckVolumeId(volume_id);
   if (!id) return std::unexpected(id.error());
   auto target = CheckTargetPath(target_path);
   if (!target) return std::unexpected(target.error());
-  volume_id_out = std::move(*id);
-  target_path_out = std::move(*target);
-  return {};
+  return UnpublishSpec{.volume_id = std::move(*id),
+                       .target_path = std::move(*target)};
 }
 
 std::expected<void, RequestError> CheckCapability(
@@ -133,76 +132,11 @@ std::expected<void, RequestError> CheckCapability(
   return {};
 }
 
-}  // namespace
-
-bool IsDns1123Label(std::string_view s) {
-  if (s.empty() || s.size() > 63) return false;
-  if (!IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
-  for (char c : s) {
-    if (!IsLowerAlnum(c) && c != '-') return false;
-  }
-  return true;
-}
-
-bool IsDns1123Subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = s.find('.', start);
-    const std::string_view label =
-        s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
-    if (label.empty()) return false;
-    if (!IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) {
-      return false;
-    }
-    for (char c : label) {
-      if (!IsLowerAlnum(c) && c != '-') return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
-
-std::expected<Owner, std::string> ParseOwner(std::string_view text) {
-  auto parse_id = [](std::string_view s) -> std::expected<uint32_t, bool> {
-    if (s.empty() || s.size() > 10) return std::unexpected(false);
-    uint64_t value = 0;
-    for (char c : s) {
-      if (c < '0' || c > '9') return std::unexpected(false);
-    }
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-    if (ec != std::errc() || end != s.data() + s.size() ||
-        value >= 0xffffffffULL) {
-      return std::unexpected(false);
-    }
-    return static_cast<uint32_t>(value);
-  };
-  const std::string_view kHint =
-      "must be a numeric uid or uid:gid, each from 0 to 4294967294 "
-      "(e.g. \"1000\" or \"1000:1000\")";
-  const size_t colon = text.find(':');
-  auto uid = parse_id(text.substr(0, colon));
-  if (!uid) return std::unexpected(std::string(kHint));
-  if (colon == std::string_view::npos) return Owner{*uid, *uid};
-  auto gid = parse_id(text.substr(colon + 1));
-  if (!gid) return std::unexpected(std::string(kHint));
-  return Owner{*uid, *gid};
-}
-
-std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+// How the volume is to be mounted: the capability and the flags beside it.
+std::expected<void, RequestError> CheckPublishMode(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {
-  PublishSpec spec;
-  if (auto ids =
-          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
-                               spec.volume_id, spec.target_path);
-      !ids) {
-    return std::unexpected(ids.error());
-  }
-
-  if (auto cap = CheckCapability(request); !cap) {
-    return std::unexpected(cap.error());
-  }
+  if (auto cap = CheckCapability(request); !cap) return cap;
   // readonly=false changes nothing below: every volume is mounted read-only.
   if (!request.readonly() && policy.require_readonly) {
     return Invalid(
@@ -217,15 +151,20 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
         "staging_target_path must be empty: this driver has no "
         "STAGE_UNSTAGE_VOLUME capability");
   }
+  return {};
+}
 
-  const auto& ctx = request.volume_context();
-  const auto find = [&](std::string_view key) -> const std::string* {
-    auto it = ctx.find(std::string(key));
-    return it == ctx.end() ? nullptr : &it->second;
-  };
+using VolumeContext = google::protobuf::Map<std::string, std::string>;
 
-  // Pod info and the ephemeral marker: both come from kubelet only.
-  const std::string* ephemeral = find(kEphemeral);
+const std::string* Find(const VolumeContext& ctx, std::string_view key) {
+  auto it = ctx.find(std::string(key));
+  return it == ctx.end() ? nullptr : &it->second;
+}
+
+// Pod info and the ephemeral marker: both come from kubelet only.
+std::expected<PublishSpec, RequestError> WithPodInfo(const VolumeContext& ctx,
+                                                     PublishSpec spec) {
+  const std::string* ephemeral = Find(ctx, kEphemeral);
   if (ephemeral == nullptr || *ephemeral != "true") {
     return Invalid(
         "volume_context[csi.storage.k8s.io/ephemeral] must be \"true\": "
@@ -233,7 +172,7 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
         "(volumes[].csi in a pod spec, CSIDriver volumeLifecycleModes: "
         "[Ephemeral]), not PersistentVolumes");
   }
-  const std::string* ns = find(kPodNamespace);
+  const std::string* ns = Find(ctx, kPodNamespace);
   if (ns == nullptr) {
     return Invalid(
         "volume_context[csi.storage.k8s.io/pod.namespace] is missing: set "
@@ -246,15 +185,20 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
         "namespace name (DNS-1123 label)");
   }
   spec.minicluster.namespace_name = *ns;
-  if (const std::string* name = find(kPodName);
+  if (const std::string* name = Find(ctx, kPodName);
       name != nullptr && name->size() <= 253 && IsPlainToken(*name)) {
     spec.pod_name = *name;
   }
-  if (const std::string* uid = find(kPodUid);
+  if (const std::string* uid = Find(ctx, kPodUid);
       uid != nullptr && uid->size() <= 64 && IsPlainToken(*uid)) {
     spec.pod_uid = *uid;
   }
+  return spec;
+}
 
+// The pod author's volumeAttributes: the keys kubelet does not own.
+std::expected<PublishSpec, RequestError> WithVolumeAttributes(
+    const VolumeContext& ctx, PublishSpec spec) {
   bool have_minicluster = false;
   for (const auto& [key, value] : ctx) {
     if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
@@ -295,16 +239,82 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
   return spec;
 }
 
+}  // namespace
+
+bool IsDns1123Label(std::string_view s) {
+  if (s.empty() || s.size() > 63) return false;
+  if (!IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
+  for (char c : s) {
+    if (!IsLowerAlnum(c) && c != '-') return false;
+  }
+  return true;
+}
+
+bool IsDns1123Subdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = s.find('.', start);
+    const std::string_view label =
+        s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
+    if (label.empty()) return false;
+    if (!IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) {
+      return false;
+    }
+    for (char c : label) {
+      if (!IsLowerAlnum(c) && c != '-') return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+std::expected<Owner, std::string> ParseOwner(std::string_view text) {
+  auto parse_id = [](std::string_view s) -> std::optional<uint32_t> {
+    if (s.empty() || s.size() > 10) return std::nullopt;
+    uint64_t value = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return std::nullopt;
+    }
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size() ||
+        value >= 0xffffffffULL) {
+      return std::nullopt;
+    }
+    return static_cast<uint32_t>(value);
+  };
+  const std::string_view kHint =
+      "must be a numeric uid or uid:gid, each from 0 to 4294967294 "
+      "(e.g. \"1000\" or \"1000:1000\")";
+  const size_t colon = text.find(':');
+  auto uid = parse_id(text.substr(0, colon));
+  if (!uid) return std::unexpected(std::string(kHint));
+  if (colon == std::string_view::npos) return Owner{*uid, *uid};
+  auto gid = parse_id(text.substr(colon + 1));
+  if (!gid) return std::unexpected(std::string(kHint));
+  return Owner{*uid, *gid};
+}
+
+std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy) {
+  auto ids = CheckVolumeAndTarget(request.volume_id(), request.target_path());
+  if (!ids) return std::unexpected(ids.error());
+  if (auto mode = CheckPublishMode(request, policy); !mode) {
+    return std::unexpected(mode.error());
+  }
+  PublishSpec spec;
+  spec.volume_id = std::move(ids->volume_id);
+  spec.target_path = std::move(ids->target_path);
+  const VolumeContext& ctx = request.volume_context();
+  auto with_pod = WithPodInfo(ctx, std::move(spec));
+  if (!with_pod) return with_pod;
+  return WithVolumeAttributes(ctx, std::move(*with_pod));
+}
+
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
     const csi::v1::NodeUnpublishVolumeRequest& request) {
-  UnpublishSpec spec;
-  if (auto ids =
-          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
-                               spec.volume_id, spec.target_path);
-      !ids) {
-    return std::unexpected(ids.error());
-  }
-  return spec;
+  return CheckVolumeAndTarget(request.volume_id(), request.target_path());
 }
 
 }  // namespace fcc::driver
