@@ -163,8 +163,13 @@ MountApi DetectMountApi() {
 }
 
 std::unique_ptr<LinuxHostFs> MakeLinuxHostFs(MountApi api) {
-  if (api == MountApi::kMount) return std::make_unique<ClassicMountHostFs>();
-  return std::make_unique<FsmountHostFs>();
+  switch (api) {
+    case MountApi::kFsmount:
+      return std::make_unique<FsmountHostFs>();
+    case MountApi::kMount:
+      return std::make_unique<ClassicMountHostFs>();
+  }
+  return std::make_unique<FsmountHostFs>();  // not reached: every api is above
 }
 
 // --- fsopen/fsmount: a detached tmpfs --------------------------------------
