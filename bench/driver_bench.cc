@@ -60,7 +60,8 @@ struct Args {
       FCC_DRIVER_BINARY;  // Flux brokers run as a non-root user
 };
 
-// The tmpfs the driver mounts per volume (mirrors Publisher::TmpfsOptions).
+// The tmpfs the driver mounts per volume (the publisher's TmpfsSpec as
+// driver::TmpfsMountData renders it).
 // The floor uses plain mount(2) + remount, as issue 7 defines it; the driver
 // builds the same tmpfs detached (fsopen/fsmount/move_mount, crash-atomic),
 // which costs a few more syscalls per publish.

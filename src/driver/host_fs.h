@@ -4,11 +4,14 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <expected>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "curve/secret.h"
 
@@ -32,19 +35,46 @@ struct FileSnapshot {
   bool regular = false;
 };
 
-// A tmpfs not yet attached to any path. Publishing fills and seals it first
-// and attaches it last. With the new mount API (fsopen/fsmount) it is a real
-// detached mount, so a driver killed at any point leaves either nothing at
-// the target or the complete read-only volume, never a half-made one. With
-// mount(2) (kernels before 5.2) it is only a plan carried out by Attach.
-class PendingMount {
- public:
-  virtual ~PendingMount() = default;
-};
-
 struct FsInfo {
   bool is_tmpfs = false;
   bool read_only = false;
+};
+
+// The tmpfs parameters of a new volume. Read-only is not one of them: the
+// tmpfs is made writable, filled, then sealed (PendingMount::MakeReadOnly).
+struct TmpfsSpec {
+  uint64_t size_bytes = 0;  // tmpfs reads 0 as unlimited
+  uint64_t nr_inodes = 0;   // likewise
+  mode_t mode = 0;          // of the root directory
+  uid_t uid = 0;            // owner of the root directory
+  gid_t gid = 0;
+};
+
+// The spec as tmpfs parameters, in the order the kernel is given them:
+// ("size", "16384"), ("nr_inodes", "8"), ("mode", "0500"), ...
+std::vector<std::pair<std::string, std::string>> TmpfsParameters(
+    const TmpfsSpec& spec);
+// The same as mount(2) data: "size=16384,nr_inodes=8,mode=0500,...".
+std::string TmpfsMountData(const TmpfsSpec& spec);
+
+// A tmpfs not yet attached to any path. Publishing fills and seals it first
+// and attaches it last. Each HostFs makes its own kind and is the only one
+// that knows what it holds.
+class PendingMount {
+ public:
+  virtual ~PendingMount() = default;
+
+  // Creates a new file `name` in the tmpfs's root (O_EXCL, never through a
+  // symlink) with `content`, then sets owner and mode.
+  virtual std::error_code WriteNewFile(const std::string& name,
+                                       std::string_view content, mode_t mode,
+                                       uid_t uid, gid_t gid) = 0;
+  // Makes the tmpfs read-only: the superblock (so no bind of it can write
+  // either) and the mount.
+  virtual std::error_code MakeReadOnly() = 0;
+  // Attaches the tmpfs at `target`, never following a symlink there: the
+  // one step that makes a volume visible, complete or not at all.
+  virtual std::error_code Attach(const std::string& target) = 0;
 };
 
 class HostFs {
@@ -56,24 +86,10 @@ class HostFs {
   // Removes an empty directory, or a symlink or file (never following it).
   // A missing path is success.
   virtual std::error_code Remove(const std::string& path) = 0;
-  // Creates a new tmpfs (nosuid,nodev,noexec; data options
-  // "size=..,mode=..,uid=..,gid=..") attached nowhere: invisible to
+  // Creates a new tmpfs (nosuid,nodev,noexec) attached nowhere: invisible to
   // everyone, and freed by the kernel when dropped or when the driver dies.
   virtual std::expected<std::unique_ptr<PendingMount>, std::error_code>
-  MakeTmpfs(const std::string& options) = 0;
-  // Creates a new file `name` in the pending tmpfs's root (O_EXCL, never
-  // through a symlink) with `content`, then sets owner and mode.
-  virtual std::error_code WriteNewFile(PendingMount& mount,
-                                       const std::string& name,
-                                       std::string_view content, mode_t mode,
-                                       uid_t uid, gid_t gid) = 0;
-  // Makes the pending tmpfs read-only: the superblock (so no bind of it can
-  // write either) and the mount.
-  virtual std::error_code MakeReadOnly(PendingMount& mount) = 0;
-  // Attaches the pending tmpfs at `target`, never following a symlink
-  // there: the one step that makes a volume visible, complete or not at all.
-  virtual std::error_code Attach(PendingMount& mount,
-                                 const std::string& target) = 0;
+  MakeTmpfs(const TmpfsSpec& spec) = 0;
   // Unmounts the top mount at `target`, detaching it lazily if busy.
   // EINVAL means `target` was not a mount point.
   virtual std::error_code Unmount(const std::string& target) = 0;
@@ -84,7 +100,7 @@ class HostFs {
       const std::string& path) = 0;
 };
 
-// How LinuxHostFs makes and attaches a tmpfs.
+// How the real HostFs makes and attaches a tmpfs.
 enum class MountApi {
   // fsopen/fsconfig/fsmount, filled detached, then move_mount (Linux 5.2+):
   // crash-atomic.
@@ -98,34 +114,42 @@ enum class MountApi {
 // kFsmount if this kernel lets us call fsopen, else kMount (fsopen answers
 // ENOSYS: Linux < 5.2, or a seccomp filter that hides it).
 MountApi DetectMountApi();
-const char* MountApiName(MountApi api);
 
-// The real thing: Linux syscalls.
+// The real thing: Linux syscalls. Everything but making a tmpfs is shared;
+// FsmountHostFs and ClassicMountHostFs each make their own PendingMount.
 class LinuxHostFs : public HostFs {
  public:
-  explicit LinuxHostFs(MountApi api) : api_(api) {}
-  MountApi api() const { return api_; }
+  virtual MountApi api() const = 0;
 
-  PathKind Inspect(const std::string& path) override;
-  std::error_code MakeDir(const std::string& path, mode_t mode) override;
-  std::error_code Remove(const std::string& path) override;
-  std::expected<std::unique_ptr<PendingMount>, std::error_code> MakeTmpfs(
-      const std::string& options) override;
-  std::error_code WriteNewFile(PendingMount& mount, const std::string& name,
-                               std::string_view content, mode_t mode, uid_t uid,
-                               gid_t gid) override;
-  std::error_code MakeReadOnly(PendingMount& mount) override;
-  std::error_code Attach(PendingMount& mount,
-                         const std::string& target) override;
-  std::error_code Unmount(const std::string& target) override;
-  std::expected<FileSnapshot, std::error_code> ReadFile(
-      const std::string& path, size_t max_bytes) override;
-  std::expected<FsInfo, std::error_code> StatFs(
-      const std::string& path) override;
-
- private:
-  const MountApi api_;
+  PathKind Inspect(const std::string& path) final;
+  std::error_code MakeDir(const std::string& path, mode_t mode) final;
+  std::error_code Remove(const std::string& path) final;
+  std::error_code Unmount(const std::string& target) final;
+  std::expected<FileSnapshot, std::error_code> ReadFile(const std::string& path,
+                                                        size_t max_bytes) final;
+  std::expected<FsInfo, std::error_code> StatFs(const std::string& path) final;
 };
+
+// The tmpfs is a real detached mount (fsopen/fsmount), filled and sealed
+// before move_mount attaches it: a driver killed at any point leaves either
+// nothing at the target or the complete read-only volume.
+class FsmountHostFs final : public LinuxHostFs {
+ public:
+  MountApi api() const override { return MountApi::kFsmount; }
+  std::expected<std::unique_ptr<PendingMount>, std::error_code> MakeTmpfs(
+      const TmpfsSpec& spec) override;
+};
+
+// mount(2) has no detached mounts: the pending tmpfs is only a plan, which
+// Attach carries out on the target (mount, fill, remount read-only).
+class ClassicMountHostFs final : public LinuxHostFs {
+ public:
+  MountApi api() const override { return MountApi::kMount; }
+  std::expected<std::unique_ptr<PendingMount>, std::error_code> MakeTmpfs(
+      const TmpfsSpec& spec) override;
+};
+
+std::unique_ptr<LinuxHostFs> MakeLinuxHostFs(MountApi api);
 
 // The mount source name every volume of this driver carries, so an operator
 // can find them: `findmnt -t tmpfs -S curve.minicluster.dev`.

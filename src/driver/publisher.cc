@@ -32,17 +32,21 @@ Status Internal(std::string_view step, const std::string& target,
                                   target, ec.message()));
 }
 
+// The tmpfs of a volume owned by `owner`: the root directory belongs to the
+// owner and only they may list it; two inodes are enough (root directory +
+// curve.cert).
+TmpfsSpec VolumeTmpfs(const PublisherOptions& options, const Owner& owner) {
+  return {.size_bytes = options.volume_size_bytes,
+          .nr_inodes = 8,
+          .mode = 0500,
+          .uid = owner.uid,
+          .gid = owner.gid};
+}
+
 }  // namespace
 
 Publisher::Publisher(HostFs& fs, KeyCache& keys, PublisherOptions options)
     : fs_(fs), keys_(keys), options_(options) {}
-
-std::string Publisher::TmpfsOptions(const Owner& owner) const {
-  // The root directory belongs to the owner and only they may list it; two
-  // inodes are enough (root directory + curve.cert).
-  return fmt::format("size={},nr_inodes=8,mode=0500,uid={},gid={}",
-                     options_.volume_size_bytes, owner.uid, owner.gid);
-}
 
 Status Publisher::Publish(const PublishSpec& spec) {
   const auto guard = locks_.Lock(spec.volume_id);
@@ -56,19 +60,8 @@ Status Publisher::PublishLocked(const PublishSpec& spec,
                                 const MiniClusterCert& cert) {
   const std::string& target = spec.target_path;
   switch (fs_.Inspect(target)) {
-    case PathKind::kMissing: {
-      // kubelet creates only the parent; the target directory is ours.
-      if (auto ec = fs_.MakeDir(target, kTargetDirMode)) {
-        if (ec == std::errc::no_such_file_or_directory) {
-          return Status(StatusCode::FAILED_PRECONDITION,
-                        fmt::format("the parent directory of target_path {} "
-                                    "does not exist (kubelet creates it)",
-                                    target));
-        }
-        return Internal("creating the directory", target, ec);
-      }
-      return MountFresh(spec, cert, /*created_dir=*/true);
-    }
+    case PathKind::kMissing:
+      return MakeDirAndMount(spec, cert);
     case PathKind::kDirectory:
       return MountFresh(spec, cert, /*created_dir=*/false);
     case PathKind::kSymlink:
@@ -78,37 +71,65 @@ Status Publisher::PublishLocked(const PublishSpec& spec,
                                 "the driver never follows or replaces it",
                                 target));
     case PathKind::kMountRoot:
-      switch (CheckPublished(target, spec, cert)) {
-        case TargetVerdict::kHealthy:
-          spdlog::debug("volume {} already published at {}", spec.volume_id,
-                        target);
-          return Status::OK;
-        case TargetVerdict::kIncompatible:
-          return Status(
-              StatusCode::ALREADY_EXISTS,
-              fmt::format("target_path {} is already published with another "
-                          "MiniCluster, generation or owner; unpublish it "
-                          "before publishing volume {} there",
-                          target, spec.volume_id));
-        case TargetVerdict::kDamaged:
-          break;
-      }
-      spdlog::warn("volume {}: repairing a damaged or half-made mount at {}",
-                   spec.volume_id, target);
-      [[fallthrough]];
+      return PublishOverMount(spec, cert);
     case PathKind::kUnreadable:
-      if (auto ec = UnmountAll(target)) {
-        return Internal("unmounting the damaged volume", target, ec);
-      }
-      if (fs_.Inspect(target) != PathKind::kDirectory) {
-        return Status(StatusCode::INTERNAL,
-                      fmt::format("target_path {} is not a plain directory "
-                                  "after unmounting it",
-                                  target));
-      }
-      return MountFresh(spec, cert, /*created_dir=*/false);
+      return RemountDamaged(spec, cert);
   }
   return Status(StatusCode::INTERNAL, "unreachable");
+}
+
+Status Publisher::MakeDirAndMount(const PublishSpec& spec,
+                                  const MiniClusterCert& cert) {
+  const std::string& target = spec.target_path;
+  // kubelet creates only the parent; the target directory is ours.
+  if (auto ec = fs_.MakeDir(target, kTargetDirMode)) {
+    if (ec == std::errc::no_such_file_or_directory) {
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    fmt::format("the parent directory of target_path {} "
+                                "does not exist (kubelet creates it)",
+                                target));
+    }
+    return Internal("creating the directory", target, ec);
+  }
+  return MountFresh(spec, cert, /*created_dir=*/true);
+}
+
+Status Publisher::PublishOverMount(const PublishSpec& spec,
+                                   const MiniClusterCert& cert) {
+  const std::string& target = spec.target_path;
+  switch (CheckPublished(target, spec, cert)) {
+    case TargetVerdict::kHealthy:
+      spdlog::debug("volume {} already published at {}", spec.volume_id,
+                    target);
+      return Status::OK;
+    case TargetVerdict::kIncompatible:
+      return Status(
+          StatusCode::ALREADY_EXISTS,
+          fmt::format("target_path {} is already published with another "
+                      "MiniCluster, generation or owner; unpublish it "
+                      "before publishing volume {} there",
+                      target, spec.volume_id));
+    case TargetVerdict::kDamaged:
+      break;
+  }
+  spdlog::warn("volume {}: repairing a damaged or half-made mount at {}",
+               spec.volume_id, target);
+  return RemountDamaged(spec, cert);
+}
+
+Status Publisher::RemountDamaged(const PublishSpec& spec,
+                                 const MiniClusterCert& cert) {
+  const std::string& target = spec.target_path;
+  if (auto ec = UnmountAll(target)) {
+    return Internal("unmounting the damaged volume", target, ec);
+  }
+  if (fs_.Inspect(target) != PathKind::kDirectory) {
+    return Status(StatusCode::INTERNAL,
+                  fmt::format("target_path {} is not a plain directory "
+                              "after unmounting it",
+                              target));
+  }
+  return MountFresh(spec, cert, /*created_dir=*/false);
 }
 
 Publisher::TargetVerdict Publisher::CheckPublished(
@@ -148,23 +169,23 @@ Status Publisher::MountFresh(const PublishSpec& spec,
     return failure;
   };
 
-  auto pending = fs_.MakeTmpfs(TmpfsOptions(spec.owner));
+  auto pending = fs_.MakeTmpfs(VolumeTmpfs(options_, spec.owner));
   if (!pending) {
     return roll_back(Internal("making the tmpfs", target, pending.error()));
   }
-  if (auto ec = fs_.WriteNewFile(**pending, std::string(curve::kCertFileName),
-                                 cert.text.reveal(), kCertMode, spec.owner.uid,
-                                 spec.owner.gid)) {
+  if (auto ec = (*pending)->WriteNewFile(std::string(curve::kCertFileName),
+                                         cert.text.reveal(), kCertMode,
+                                         spec.owner.uid, spec.owner.gid)) {
     return roll_back(Status(
         ec == std::errc::no_space_on_device ? StatusCode::RESOURCE_EXHAUSTED
                                             : StatusCode::INTERNAL,
         fmt::format("writing {} at target_path {} failed: {}",
                     curve::kCertFileName, target, ec.message())));
   }
-  if (auto ec = fs_.MakeReadOnly(**pending)) {
+  if (auto ec = (*pending)->MakeReadOnly()) {
     return roll_back(Internal("making the tmpfs read-only", target, ec));
   }
-  if (auto ec = fs_.Attach(**pending, target)) {
+  if (auto ec = (*pending)->Attach(target)) {
     return roll_back(Internal("mounting tmpfs", target, ec));
   }
   spdlog::info(

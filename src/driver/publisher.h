@@ -32,9 +32,6 @@ class Publisher {
   // mounts all end with the path gone and OK.
   grpc::Status Unpublish(const UnpublishSpec& spec);
 
-  // The tmpfs data options for a volume owned by `owner`.
-  std::string TmpfsOptions(const Owner& owner) const;
-
  private:
   enum class TargetVerdict { kHealthy, kIncompatible, kDamaged };
   TargetVerdict CheckPublished(const std::string& target,
@@ -42,6 +39,15 @@ class Publisher {
                                const MiniClusterCert& cert);
   grpc::Status PublishLocked(const PublishSpec& spec,
                              const MiniClusterCert& cert);
+  // The target is missing: make it, then mount.
+  grpc::Status MakeDirAndMount(const PublishSpec& spec,
+                               const MiniClusterCert& cert);
+  // The target is a mount root: ours and healthy, someone else's, or damage.
+  grpc::Status PublishOverMount(const PublishSpec& spec,
+                                const MiniClusterCert& cert);
+  // Unmounts whatever is at the target, then mounts afresh.
+  grpc::Status RemountDamaged(const PublishSpec& spec,
+                              const MiniClusterCert& cert);
   grpc::Status MountFresh(const PublishSpec& spec, const MiniClusterCert& cert,
                           bool created_dir);
   // Unmounts every mount stacked at `target`; ok once none is left.

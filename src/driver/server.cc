@@ -244,9 +244,10 @@ int Serve(const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   KeyCache keys(std::move(*master_key));
-  LinuxHostFs host_fs(options.mount_api.value_or(DetectMountApi()));
-  LogMountApi(host_fs, options);
-  Publisher publisher(host_fs, keys, options.publisher);
+  const std::unique_ptr<LinuxHostFs> host_fs =
+      MakeLinuxHostFs(options.mount_api.value_or(DetectMountApi()));
+  LogMountApi(*host_fs, options);
+  Publisher publisher(*host_fs, keys, options.publisher);
   IdentityService identity;
   Metrics metrics(&keys);
   NodeService node(options.node_id, publisher, &metrics, options.validation);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <optional>
 
 #include "common/names.h"
 
@@ -85,16 +86,14 @@ std::expected<std::string, RequestError> CheckTargetPath(std::string_view p) {
 
 // The two fields every publish and unpublish carries, checked in the same
 // order so both RPCs report the same first error.
-std::expected<void, RequestError> CheckVolumeAndTarget(
-    std::string_view volume_id, std::string_view target_path,
-    std::string& volume_id_out, std::string& target_path_out) {
+std::expected<UnpublishSpec, RequestError> CheckVolumeAndTarget(
+    std::string_view volume_id, std::string_view target_path) {
   auto id = CheckVolumeId(volume_id);
   if (!id) return std::unexpected(id.error());
   auto target = CheckTargetPath(target_path);
   if (!target) return std::unexpected(target.error());
-  volume_id_out = std::move(*id);
-  target_path_out = std::move(*target);
-  return {};
+  return UnpublishSpec{.volume_id = std::move(*id),
+                       .target_path = std::move(*target)};
 }
 
 std::expected<void, RequestError> CheckCapability(
@@ -135,50 +134,11 @@ std::expected<void, RequestError> CheckCapability(
   return {};
 }
 
-}  // namespace
-
-std::expected<Owner, std::string> ParseOwner(std::string_view text) {
-  auto parse_id = [](std::string_view s) -> std::expected<uint32_t, bool> {
-    if (s.empty() || s.size() > 10) return std::unexpected(false);
-    uint64_t value = 0;
-    for (char c : s) {
-      if (c < '0' || c > '9') return std::unexpected(false);
-    }
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-    if (ec != std::errc() || end != s.data() + s.size() ||
-        value >= 0xffffffffULL) {
-      return std::unexpected(false);
-    }
-    return static_cast<uint32_t>(value);
-  };
-  const std::string_view kHint =
-      "must be a numeric uid or uid:gid, each from 0 to 4294967294 "
-      "(e.g. \"1000\" or \"1000:1000\")";
-  const size_t colon = text.find(':');
-  auto uid = parse_id(text.substr(0, colon));
-  if (!uid) return std::unexpected(std::string(kHint));
-  if (colon == std::string_view::npos) return Owner{*uid, *uid};
-  auto gid = parse_id(text.substr(colon + 1));
-  if (!gid) return std::unexpected(std::string(kHint));
-  return Owner{*uid, *gid};
-}
-
-namespace {
-
-using VolumeContext = google::protobuf::Map<std::string, std::string>;
-
-const std::string* Find(const VolumeContext& ctx, std::string_view key) {
-  auto it = ctx.find(std::string(key));
-  return it == ctx.end() ? nullptr : &it->second;
-}
-
-// What the request asks of the mount, apart from its volume context.
+// How the volume is to be mounted: the capability and the flags beside it.
 std::expected<void, RequestError> CheckPublishMode(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {
-  if (auto cap = CheckCapability(request); !cap) {
-    return std::unexpected(cap.error());
-  }
+  if (auto cap = CheckCapability(request); !cap) return cap;
   // readonly=false changes nothing below: every volume is mounted read-only.
   if (!request.readonly() && policy.require_readonly) {
     return Invalid(
@@ -196,9 +156,16 @@ std::expected<void, RequestError> CheckPublishMode(
   return {};
 }
 
+using VolumeContext = google::protobuf::Map<std::string, std::string>;
+
+const std::string* Find(const VolumeContext& ctx, std::string_view key) {
+  auto it = ctx.find(std::string(key));
+  return it == ctx.end() ? nullptr : &it->second;
+}
+
 // Pod info and the ephemeral marker: both come from kubelet only.
-std::expected<void, RequestError> ReadKubeletContext(const VolumeContext& ctx,
-                                                     PublishSpec& spec) {
+std::expected<PublishSpec, RequestError> WithPodInfo(const VolumeContext& ctx,
+                                                     PublishSpec spec) {
   const std::string* ephemeral = Find(ctx, kEphemeral);
   if (ephemeral == nullptr || *ephemeral != "true") {
     return Invalid(
@@ -228,69 +195,45 @@ std::expected<void, RequestError> ReadKubeletContext(const VolumeContext& ctx,
       uid != nullptr && uid->size() <= 64 && IsPlainToken(*uid)) {
     spec.pod_uid = *uid;
   }
-  return {};
+  return spec;
 }
 
-// One of the pod author's volumeAttributes.
-std::expected<void, RequestError> ReadAttribute(const std::string& key,
-                                                const std::string& value,
-                                                PublishSpec& spec) {
-  if (key == kAttrMiniCluster) {
-    if (!common::IsDns1123Subdomain(value)) {
-      return Invalid(
-          "volumeAttributes.minicluster must be the MiniCluster's name: a "
-          "DNS-1123 subdomain (lowercase a-z 0-9 '-' '.', at most 253 "
-          "characters, starting and ending with a letter or digit)");
-    }
-    spec.minicluster.name = value;
-  } else if (key == kAttrGeneration) {
-    if (value.size() > kMaxGenerationBytes || !IsPlainToken(value)) {
-      return Invalid(fmt::format(
-          "volumeAttributes.generation must be at most {} characters of "
-          "A-Z a-z 0-9 . _ - : (the controller sets it to the "
-          "MiniCluster's metadata.uid)",
-          kMaxGenerationBytes));
-    }
-    spec.minicluster.generation = value;
-  } else if (key == kAttrOwner) {
-    auto owner = ParseOwner(value);
-    if (!owner) return Invalid("volumeAttributes.owner " + owner.error());
-    spec.owner = *owner;
-  } else {
-    return Invalid(
-        fmt::format("volumeAttributes has unknown key {:?}: allowed keys are "
-                    "minicluster, generation, owner (check for a typo)",
-                    key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>"));
-  }
-  return {};
-}
-
-}  // namespace
-
-std::expected<PublishSpec, RequestError> ValidatePublishRequest(
-    const csi::v1::NodePublishVolumeRequest& request,
-    const ValidationPolicy& policy) {
-  PublishSpec spec;
-  if (auto ids =
-          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
-                               spec.volume_id, spec.target_path);
-      !ids) {
-    return std::unexpected(ids.error());
-  }
-  if (auto mode = CheckPublishMode(request, policy); !mode) {
-    return std::unexpected(mode.error());
-  }
-  const auto& ctx = request.volume_context();
-  if (auto kubelet = ReadKubeletContext(ctx, spec); !kubelet) {
-    return std::unexpected(kubelet.error());
-  }
+// The pod author's volumeAttributes: the keys kubelet does not own.
+std::expected<PublishSpec, RequestError> WithVolumeAttributes(
+    const VolumeContext& ctx, PublishSpec spec) {
+  bool have_minicluster = false;
   for (const auto& [key, value] : ctx) {
     if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
-    if (auto read = ReadAttribute(key, value, spec); !read) {
-      return std::unexpected(read.error());
+    if (key == kAttrMiniCluster) {
+      if (!common::IsDns1123Subdomain(value)) {
+        return Invalid(
+            "volumeAttributes.minicluster must be the MiniCluster's name: a "
+            "DNS-1123 subdomain (lowercase a-z 0-9 '-' '.', at most 253 "
+            "characters, starting and ending with a letter or digit)");
+      }
+      spec.minicluster.name = value;
+      have_minicluster = true;
+    } else if (key == kAttrGeneration) {
+      if (value.size() > kMaxGenerationBytes || !IsPlainToken(value)) {
+        return Invalid(fmt::format(
+            "volumeAttributes.generation must be at most {} characters of "
+            "A-Z a-z 0-9 . _ - : (the controller sets it to the "
+            "MiniCluster's metadata.uid)",
+            kMaxGenerationBytes));
+      }
+      spec.minicluster.generation = value;
+    } else if (key == kAttrOwner) {
+      auto owner = ParseOwner(value);
+      if (!owner) return Invalid("volumeAttributes.owner " + owner.error());
+      spec.owner = *owner;
+    } else {
+      return Invalid(fmt::format(
+          "volumeAttributes has unknown key {:?}: allowed keys are "
+          "minicluster, generation, owner (check for a typo)",
+          key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>"));
     }
   }
-  if (spec.minicluster.name.empty()) {
+  if (!have_minicluster) {
     return Invalid(
         "volumeAttributes.minicluster is required: the name of the "
         "MiniCluster whose brokers share this cert");
@@ -298,16 +241,54 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
   return spec;
 }
 
+}  // namespace
+
+std::expected<Owner, std::string> ParseOwner(std::string_view text) {
+  auto parse_id = [](std::string_view s) -> std::optional<uint32_t> {
+    if (s.empty() || s.size() > 10) return std::nullopt;
+    uint64_t value = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return std::nullopt;
+    }
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size() ||
+        value >= 0xffffffffULL) {
+      return std::nullopt;
+    }
+    return static_cast<uint32_t>(value);
+  };
+  const std::string_view kHint =
+      "must be a numeric uid or uid:gid, each from 0 to 4294967294 "
+      "(e.g. \"1000\" or \"1000:1000\")";
+  const size_t colon = text.find(':');
+  auto uid = parse_id(text.substr(0, colon));
+  if (!uid) return std::unexpected(std::string(kHint));
+  if (colon == std::string_view::npos) return Owner{*uid, *uid};
+  auto gid = parse_id(text.substr(colon + 1));
+  if (!gid) return std::unexpected(std::string(kHint));
+  return Owner{*uid, *gid};
+}
+
+std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy) {
+  auto ids = CheckVolumeAndTarget(request.volume_id(), request.target_path());
+  if (!ids) return std::unexpected(ids.error());
+  if (auto mode = CheckPublishMode(request, policy); !mode) {
+    return std::unexpected(mode.error());
+  }
+  PublishSpec spec;
+  spec.volume_id = std::move(ids->volume_id);
+  spec.target_path = std::move(ids->target_path);
+  const VolumeContext& ctx = request.volume_context();
+  auto with_pod = WithPodInfo(ctx, std::move(spec));
+  if (!with_pod) return with_pod;
+  return WithVolumeAttributes(ctx, std::move(*with_pod));
+}
+
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
     const csi::v1::NodeUnpublishVolumeRequest& request) {
-  UnpublishSpec spec;
-  if (auto ids =
-          CheckVolumeAndTarget(request.volume_id(), request.target_path(),
-                               spec.volume_id, spec.target_path);
-      !ids) {
-    return std::unexpected(ids.error());
-  }
-  return spec;
+  return CheckVolumeAndTarget(request.volume_id(), request.target_path());
 }
 
 }  // namespace fcc::driver

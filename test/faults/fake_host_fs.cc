@@ -1,7 +1,6 @@
 #include "fake_host_fs.h"
 
 #include <cerrno>
-#include <charconv>
 #include <sstream>
 
 namespace fcc::testing {
@@ -17,22 +16,6 @@ std::string Parent(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == 0 || slash == std::string::npos) return "/";
   return path.substr(0, slash);
-}
-
-// "a=1,b=2" → value of `key`, or "".
-std::string Option(const std::string& options, const std::string& key) {
-  std::stringstream in(options);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.starts_with(key + "=")) return item.substr(key.size() + 1);
-  }
-  return "";
-}
-
-unsigned long Number(const std::string& text, int base = 10) {
-  unsigned long value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value, base);
-  return value;
 }
 
 }  // namespace
@@ -193,65 +176,74 @@ std::error_code FakeHostFs::Remove(const std::string& path) {
   return {};
 }
 
-FakeHostFs::Layer FakeHostFs::NewTmpfs(const std::string& options) {
+FakeHostFs::Layer FakeHostFs::NewTmpfs(const driver::TmpfsSpec& spec) {
   Layer layer;
   layer.tmpfs = true;
   layer.source = driver::kMountSource;
-  layer.size_limit = Number(Option(options, "size"));
-  layer.nodes[""] =
-      Node{.kind = Node::kDir,
-           .mode = static_cast<mode_t>(Number(Option(options, "mode"), 8)),
-           .uid = static_cast<uid_t>(Number(Option(options, "uid"))),
-           .gid = static_cast<gid_t>(Number(Option(options, "gid"))),
-           .content = {}};
+  layer.size_limit = spec.size_bytes;
+  layer.nodes[""] = Node{.kind = Node::kDir,
+                         .mode = spec.mode,
+                         .uid = spec.uid,
+                         .gid = spec.gid,
+                         .content = {}};
   return layer;
 }
 
 void FakeHostFs::AddHalfMadeMount(const std::string& target) {
   std::lock_guard lock(mu_);
-  mounts_[target].push_back(NewTmpfs("size=16384,mode=0500"));
+  mounts_[target].push_back(
+      NewTmpfs({.size_bytes = 16384, .nr_inodes = 8, .mode = 0500}));
 }
+
+class FakeHostFs::Pending final : public driver::PendingMount {
+ public:
+  Pending(FakeHostFs& fs, Layer layer) : fs_(fs), layer_(std::move(layer)) {}
+
+  std::error_code WriteNewFile(const std::string& name,
+                               std::string_view content, mode_t mode, uid_t uid,
+                               gid_t gid) override {
+    const std::string rel = "/" + name;
+    if (layer_.read_only) return Err(EROFS);
+    if (layer_.nodes.contains(rel)) return Err(EEXIST);
+    if (layer_.size_limit > 0 && content.size() > layer_.size_limit) {
+      return Err(ENOSPC);
+    }
+    layer_.nodes[rel] = Node{.kind = Node::kFile,
+                             .mode = mode,
+                             .uid = uid,
+                             .gid = gid,
+                             .content = std::string(content)};
+    return {};
+  }
+
+  std::error_code MakeReadOnly() override {
+    layer_.read_only = true;
+    return {};
+  }
+
+  std::error_code Attach(const std::string& target) override {
+    return fs_.AttachLayer(std::move(layer_), target);
+  }
+
+ private:
+  FakeHostFs& fs_;
+  Layer layer_;
+};
 
 std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
-FakeHostFs::MakeTmpfs(const std::string& options) {
-  auto pending = std::make_unique<Pending>();
-  pending->layer = NewTmpfs(options);
-  return pending;
+FakeHostFs::MakeTmpfs(const driver::TmpfsSpec& spec) {
+  return std::make_unique<Pending>(*this, NewTmpfs(spec));
 }
 
-std::error_code FakeHostFs::WriteNewFile(driver::PendingMount& mount,
-                                         const std::string& name,
-                                         std::string_view content, mode_t mode,
-                                         uid_t uid, gid_t gid) {
-  Layer& layer = static_cast<Pending&>(mount).layer;
-  const std::string rel = "/" + name;
-  if (layer.read_only) return Err(EROFS);
-  if (layer.nodes.contains(rel)) return Err(EEXIST);
-  if (layer.size_limit > 0 && content.size() > layer.size_limit) {
-    return Err(ENOSPC);
-  }
-  layer.nodes[rel] = Node{.kind = Node::kFile,
-                          .mode = mode,
-                          .uid = uid,
-                          .gid = gid,
-                          .content = std::string(content)};
-  return {};
-}
-
-std::error_code FakeHostFs::MakeReadOnly(driver::PendingMount& mount) {
-  static_cast<Pending&>(mount).layer.read_only = true;
-  return {};
-}
-
-std::error_code FakeHostFs::Attach(driver::PendingMount& mount,
-                                   const std::string& target) {
+std::error_code FakeHostFs::AttachLayer(Layer layer,
+                                        const std::string& target) {
   std::lock_guard lock(mu_);
   const PathKind kind = Inspect(target);
   if (kind == PathKind::kMissing) return Err(ENOENT);
   if (kind != PathKind::kDirectory && kind != PathKind::kMountRoot) {
     return Err(ENOTDIR);
   }
-  mounts_[target].push_back(std::move(static_cast<Pending&>(mount).layer));
+  mounts_[target].push_back(std::move(layer));
   return {};
 }
 
@@ -340,30 +332,43 @@ std::error_code FaultyHostFs::Remove(const std::string& path) {
   if (int e = Check(Op::kRemove)) return Err(e);
   return inner_.Remove(path);
 }
+
+class FaultyHostFs::Pending final : public driver::PendingMount {
+ public:
+  Pending(FaultyHostFs& faulty, std::unique_ptr<driver::PendingMount> inner)
+      : faulty_(faulty), inner_(std::move(inner)) {}
+
+  std::error_code WriteNewFile(const std::string& name,
+                               std::string_view content, mode_t mode, uid_t uid,
+                               gid_t gid) override {
+    if (int e = faulty_.Check(Op::kWrite)) return Err(e);
+    return inner_->WriteNewFile(name, content, mode, uid, gid);
+  }
+  std::error_code MakeReadOnly() override {
+    if (int e = faulty_.Check(Op::kRemount)) return Err(e);
+    return inner_->MakeReadOnly();
+  }
+  std::error_code Attach(const std::string& target) override {
+    if (int e = faulty_.Check(Op::kAttach)) return Err(e);
+    return inner_->Attach(target);
+  }
+
+ private:
+  FaultyHostFs& faulty_;
+  std::unique_ptr<driver::PendingMount> inner_;
+};
+
 std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
-FaultyHostFs::MakeTmpfs(const std::string& options) {
+FaultyHostFs::MakeTmpfs(const driver::TmpfsSpec& spec) {
   if (int e = Check(Op::kMount)) return std::unexpected(Err(e));
-  return inner_.MakeTmpfs(options);
+  auto inner = inner_.MakeTmpfs(spec);
+  if (!inner) return inner;
+  return std::make_unique<Pending>(*this, std::move(*inner));
 }
-std::error_code FaultyHostFs::MakeReadOnly(driver::PendingMount& mount) {
-  if (int e = Check(Op::kRemount)) return Err(e);
-  return inner_.MakeReadOnly(mount);
-}
-std::error_code FaultyHostFs::Attach(driver::PendingMount& mount,
-                                     const std::string& target) {
-  if (int e = Check(Op::kAttach)) return Err(e);
-  return inner_.Attach(mount, target);
-}
+
 std::error_code FaultyHostFs::Unmount(const std::string& target) {
   if (int e = Check(Op::kUnmount)) return Err(e);
   return inner_.Unmount(target);
-}
-std::error_code FaultyHostFs::WriteNewFile(driver::PendingMount& mount,
-                                           const std::string& name,
-                                           std::string_view content,
-                                           mode_t mode, uid_t uid, gid_t gid) {
-  if (int e = Check(Op::kWrite)) return Err(e);
-  return inner_.WriteNewFile(mount, name, content, mode, uid, gid);
 }
 std::expected<FileSnapshot, std::error_code> FaultyHostFs::ReadFile(
     const std::string& path, size_t max_bytes) {

@@ -44,14 +44,7 @@ class FakeHostFs : public driver::HostFs {
   std::error_code MakeDir(const std::string& path, mode_t mode) override;
   std::error_code Remove(const std::string& path) override;
   std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
-  MakeTmpfs(const std::string& options) override;
-  std::error_code WriteNewFile(driver::PendingMount& mount,
-                               const std::string& name,
-                               std::string_view content, mode_t mode, uid_t uid,
-                               gid_t gid) override;
-  std::error_code MakeReadOnly(driver::PendingMount& mount) override;
-  std::error_code Attach(driver::PendingMount& mount,
-                         const std::string& target) override;
+  MakeTmpfs(const driver::TmpfsSpec& spec) override;
   std::error_code Unmount(const std::string& target) override;
   std::expected<driver::FileSnapshot, std::error_code> ReadFile(
       const std::string& path, size_t max_bytes) override;
@@ -75,10 +68,10 @@ class FakeHostFs : public driver::HostFs {
     std::string source;
     size_t size_limit = 0;  // 0: unlimited
   };
-  struct Pending : driver::PendingMount {
-    Layer layer;
-  };
-  static Layer NewTmpfs(const std::string& options);
+  // A detached tmpfs: a layer of its own until Attach hands it to the fake.
+  class Pending;
+  static Layer NewTmpfs(const driver::TmpfsSpec& spec);
+  std::error_code AttachLayer(Layer layer, const std::string& target);
   struct Where {
     Layer* layer = nullptr;
     std::string rel;
@@ -98,12 +91,12 @@ enum class Op {
   kMakeDir,
   kRemove,
   kMount,    // MakeTmpfs
-  kRemount,  // MakeReadOnly
+  kRemount,  // PendingMount::MakeReadOnly
   kUnmount,
-  kWrite,
+  kWrite,  // PendingMount::WriteNewFile
   kRead,
   kStatFs,
-  kAttach,
+  kAttach,  // PendingMount::Attach
   kCount,
 };
 const char* OpName(Op op);
@@ -123,14 +116,7 @@ class FaultyHostFs : public driver::HostFs {
   std::error_code MakeDir(const std::string& path, mode_t mode) override;
   std::error_code Remove(const std::string& path) override;
   std::expected<std::unique_ptr<driver::PendingMount>, std::error_code>
-  MakeTmpfs(const std::string& options) override;
-  std::error_code WriteNewFile(driver::PendingMount& mount,
-                               const std::string& name,
-                               std::string_view content, mode_t mode, uid_t uid,
-                               gid_t gid) override;
-  std::error_code MakeReadOnly(driver::PendingMount& mount) override;
-  std::error_code Attach(driver::PendingMount& mount,
-                         const std::string& target) override;
+  MakeTmpfs(const driver::TmpfsSpec& spec) override;
   std::error_code Unmount(const std::string& target) override;
   std::expected<driver::FileSnapshot, std::error_code> ReadFile(
       const std::string& path, size_t max_bytes) override;
@@ -144,6 +130,8 @@ class FaultyHostFs : public driver::HostFs {
     int nth;  // 0: always; else the call number (counted from Fail) to fail
     int seen = 0;
   };
+  // The inner pending tmpfs, with faults on its write, seal and attach.
+  class Pending;
   // The errno to fail this call with, or 0; counts the call.
   int Check(Op op);
 
