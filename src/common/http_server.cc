@@ -1,6 +1,7 @@
 #include "common/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <charconv>
 #include <chrono>
@@ -43,6 +44,12 @@ std::expected<std::unique_ptr<HttpServer>, std::string> HttpServer::Start(
   httplib::Server& http = *self->server_;
   // Scrapes and probes are rare; two threads are plenty.
   http.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // httplib's default adds SO_REUSEPORT, with which a second process on the
+  // same port binds too and the kernel splits the probes between them.
+  http.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   for (auto& route : routes) {
     http.Get(route.path, [handler = std::move(route.handler)](
                              const httplib::Request&, httplib::Response& res) {

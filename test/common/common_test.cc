@@ -109,6 +109,17 @@ TEST(HttpServer, ServesRoutesOnAFreePort) {
   EXPECT_EQ(missing->status, 404);
 }
 
+TEST(HttpServer, ASecondServerOnTheSamePortFails) {
+  auto first = HttpServer::Start("--x", "127.0.0.1:0", {});
+  ASSERT_TRUE(first) << first.error();
+  const std::string address = "127.0.0.1:" + std::to_string((*first)->port());
+  auto second = HttpServer::Start("--metrics-address", address, {});
+  ASSERT_FALSE(second) << "both bound " << address;
+  EXPECT_NE(second.error().find("--metrics-address " + address),
+            std::string::npos)
+      << second.error();
+}
+
 TEST(HttpServer, BadAddressNamesTheFlag) {
   auto server = HttpServer::Start("--metrics-address", "nonsense", {});
   ASSERT_FALSE(server);
