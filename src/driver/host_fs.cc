@@ -58,24 +58,54 @@ std::string FdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
 std::vector<std::pair<std::string, std::string>> TmpfsParameters(
     const TmpfsSpec& spec) {
-  return {{"size", std::to_string(spec.size_bytes)},
-          {"nr_inodes", std::to_string(spec.nr_inodes)},
-          {"mode", fmt::format("0{:o}", spec.mode)},
-          {"uid", std::to_string(spec.uid)},
-          {"gid", std::to_string(spec.gid)}};
+  std::vector<std::pair<std::string, std::string>> parameters = {
+      {"size", std::to_string(spec.size_bytes)},
+      {"nr_inodes", std::to_string(spec.nr_inodes)},
+      {"mode", fmt::format("0{:o}", spec.mode)},
+      {"uid", std::to_string(spec.uid)},
+      {"gid", std::to_string(spec.gid)}};
+  if (spec.noswap) parameters.emplace_back("noswap", "");
+  if (!spec.selinux_context.empty()) {
+    parameters.emplace_back("context", spec.selinux_context);
+  }
+  return parameters;
 }
 
 std::string TmpfsMountData(const TmpfsSpec& spec) {
   std::string data;
   for (const auto& [key, value] : TmpfsParameters(spec)) {
     if (!data.empty()) data += ',';
-    data += key + "=" + value;
+    data += key;
+    if (value.empty()) continue;
+    const bool quote = value.find(',') != std::string::npos;
+    data += quote ? "=\"" + value + "\"" : "=" + value;
   }
   return data;
 }
 
+namespace {
+
+int SetParameter(int fs_context, const std::string& key,
+                 const std::string& value) {
+  return value.empty()
+             ? fsconfig(fs_context, FSCONFIG_SET_FLAG, key.c_str(), nullptr, 0)
+             : fsconfig(fs_context, FSCONFIG_SET_STRING, key.c_str(),
+                        value.c_str(), 0);
+}
+
+}  // namespace
+
+std::error_code ProbeTmpfsParameter(const std::string& key,
+                                    const std::string& value) {
+  UniqueFd context(fsopen("tmpfs", FSOPEN_CLOEXEC));
+  if (!context || SetParameter(context.get(), key, value) != 0) {
+    return LastError();
+  }
+  return {};
+}
+
 PathKind LinuxHostFs::Inspect(const std::string& path) {
-  struct statx stx {};
+  struct statx stx{};
   if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
             STATX_TYPE, &stx) != 0) {
     return errno == ENOENT ? PathKind::kMissing : PathKind::kUnreadable;
@@ -88,8 +118,7 @@ PathKind LinuxHostFs::Inspect(const std::string& path) {
     return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? PathKind::kMountRoot
                                                         : PathKind::kDirectory;
   }
-  struct stat self {
-  }, parent{};
+  struct stat self{}, parent{};
   const std::string parent_path = path + "/..";
   if (stat(path.c_str(), &self) != 0 || stat(parent_path.c_str(), &parent)) {
     return PathKind::kUnreadable;
@@ -123,7 +152,7 @@ std::expected<FileSnapshot, std::error_code> LinuxHostFs::ReadFile(
   UniqueFd fd(open(path.c_str(),
                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (!fd) return std::unexpected(LastError());
-  struct stat st {};
+  struct stat st{};
   if (fstat(fd.get(), &st) != 0) return std::unexpected(LastError());
   FileSnapshot snap;
   snap.mode = st.st_mode & 07777;
@@ -151,7 +180,7 @@ std::expected<FileSnapshot, std::error_code> LinuxHostFs::ReadFile(
 
 std::expected<FsInfo, std::error_code> LinuxHostFs::StatFs(
     const std::string& path) {
-  struct statfs fs {};
+  struct statfs fs{};
   if (statfs(path.c_str(), &fs) != 0) return std::unexpected(LastError());
   return FsInfo{.is_tmpfs = fs.f_type == TMPFS_MAGIC,
                 .read_only = (fs.f_flags & ST_RDONLY) != 0};
@@ -231,10 +260,7 @@ FsmountHostFs::MakeTmpfs(const TmpfsSpec& spec) {
     return std::unexpected(LastError());
   }
   for (const auto& [key, value] : TmpfsParameters(spec)) {
-    if (fsconfig(ctx, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0) !=
-        0) {
-      return std::unexpected(LastError());
-    }
+    if (SetParameter(ctx, key, value) != 0) return std::unexpected(LastError());
   }
   if (fsconfig(ctx, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
     return std::unexpected(LastError());

@@ -48,14 +48,26 @@ struct TmpfsSpec {
   mode_t mode = 0;          // of the root directory
   uid_t uid = 0;            // owner of the root directory
   gid_t gid = 0;
+  // Keeps the pages out of swap (Linux 6.4+), so keys never reach disk.
+  bool noswap = false;
+  // SELinux label of every file ("context=" mount option), for nodes where
+  // the runtime would otherwise relabel the read-only volume and fail.
+  std::string selinux_context;
 };
 
 // The spec as tmpfs parameters, in the order the kernel is given them:
-// ("size", "16384"), ("nr_inodes", "8"), ("mode", "0500"), ...
+// ("size", "16384"), ("nr_inodes", "8"), ("mode", "0500"), ...; an empty
+// value is a flag ("noswap").
 std::vector<std::pair<std::string, std::string>> TmpfsParameters(
     const TmpfsSpec& spec);
-// The same as mount(2) data: "size=16384,nr_inodes=8,mode=0500,...".
+// The same as mount(2) data: "size=16384,nr_inodes=8,mode=0500,...", with
+// a value holding a comma in double quotes (an SELinux level "s0:c1,c2").
 std::string TmpfsMountData(const TmpfsSpec& spec);
+
+// Whether this kernel's tmpfs takes the parameter (fsopen/fsconfig, without
+// mounting anything); an error where it does not, or has no fsopen.
+std::error_code ProbeTmpfsParameter(const std::string& key,
+                                    const std::string& value);
 
 // A tmpfs not yet attached to any path. Publishing fills and seals it first
 // and attaches it last. Each HostFs makes its own kind and is the only one

@@ -2,15 +2,21 @@
 #include <absl/synchronization/mutex.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <expected>
 #include <iostream>
 
 #include "common/logging.h"
 #include "common/names.h"
 #include "curve/cert.h"
 #include "curve/cert_file.h"
+#include "driver/host_fs.h"
 #include "driver/key_cache.h"
 #include "driver/master_key.h"
 #include "driver/registration_service.h"
@@ -31,6 +37,43 @@ void TuneForServing() {
   // ~7 MiB of freed heap after a burst of publishes. The driver allocates
   // little per call, so sharing one costs nothing measurable.
   mallopt(M_ARENA_MAX, 1);
+  // The process holds the master key: no core dump may carry it to disk,
+  // and no same-uid process may ptrace it.
+  prctl(PR_SET_DUMPABLE, 0);
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+}
+
+// "user:role:type:level", the level possibly "s0:c1,c2".
+bool IsSelinuxContext(std::string_view label) {
+  return !label.empty() && label.size() <= 255 &&
+         std::ranges::count(label, ':') >= 3 &&
+         std::ranges::all_of(label, [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) ||
+                  std::string_view("_.:,-").find(c) != std::string_view::npos;
+         });
+}
+
+// What this kernel's tmpfs can do for the volumes: noswap wherever it is
+// supported; an asked-for SELinux context or a refusal to serve.
+std::expected<void, std::string> ChooseTmpfsOptions(
+    driver::PublisherOptions& publisher) {
+  publisher.noswap = !driver::ProbeTmpfsParameter("noswap", "");
+  if (publisher.selinux_context.empty()) return {};
+  if (!IsSelinuxContext(publisher.selinux_context)) {
+    return std::unexpected(
+        "--selinux-mount-context must be an SELinux label user:role:type:level"
+        ", e.g. system_u:object_r:container_file_t:s0");
+  }
+  if (auto ec =
+          driver::ProbeTmpfsParameter("context", publisher.selinux_context)) {
+    return std::unexpected(
+        "--selinux-mount-context: this kernel's tmpfs refuses context=" +
+        publisher.selinux_context + " (" + ec.message() +
+        "; SELinux disabled or the label unknown); leave the flag out on "
+        "nodes without SELinux");
+  }
+  return {};
 }
 
 struct CertArgs {
@@ -175,6 +218,14 @@ void AddServePolicyFlags(CLI::App& serve_cmd, driver::ServeOptions& serve,
       ->check(CLI::IsMember({"auto", "fsmount", "mount"}))
       ->envname("MOUNT_API")
       ->default_str("auto");
+  serve_cmd
+      .add_option("--selinux-mount-context", serve.publisher.selinux_context,
+                  "SELinux nodes (RHEL, OpenShift): mount every volume with "
+                  "this context= label, e.g. "
+                  "system_u:object_r:container_file_t:s0, so the runtime "
+                  "does not relabel (and fail on) the read-only volume; "
+                  "empty: no label")
+      ->envname("SELINUX_MOUNT_CONTEXT");
 }
 
 CLI::App* AddCertCommand(CLI::App& app, CertArgs& cert_args) {
@@ -263,6 +314,16 @@ int main(int argc, char** argv) {
           "readonly=false is accepted by default; remove the flag");
     }
     TuneForServing();
+    if (auto tmpfs = ChooseTmpfsOptions(serve.publisher); !tmpfs) {
+      spdlog::critical("refusing to serve: {}", tmpfs.error());
+      return 2;
+    }
+    spdlog::info(
+        "volume tmpfs: {}; SELinux context {}",
+        serve.publisher.noswap ? "noswap" : "swappable (no noswap before 6.4)",
+        serve.publisher.selinux_context.empty()
+            ? "none"
+            : serve.publisher.selinux_context);
     return driver::Serve(serve);
   }
   if (*cert_cmd) return PrintCert(cert_args);

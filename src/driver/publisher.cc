@@ -40,13 +40,15 @@ TmpfsSpec VolumeTmpfs(const PublisherOptions& options, const Owner& owner) {
           .nr_inodes = 8,
           .mode = 0500,
           .uid = owner.uid,
-          .gid = owner.gid};
+          .gid = owner.gid,
+          .noswap = options.noswap,
+          .selinux_context = options.selinux_context};
 }
 
 }  // namespace
 
 Publisher::Publisher(HostFs& fs, KeyCache& keys, PublisherOptions options)
-    : fs_(fs), keys_(keys), options_(options) {}
+    : fs_(fs), keys_(keys), options_(std::move(options)) {}
 
 Status Publisher::Publish(const PublishSpec& spec) {
   const auto guard = locks_.Lock(spec.volume_id);

@@ -11,11 +11,11 @@
 namespace fcc::driver {
 namespace {
 
-constexpr TmpfsSpec kVolume{.size_bytes = 16384,
-                            .nr_inodes = 8,
-                            .mode = 0500,
-                            .uid = 1000,
-                            .gid = 2000};
+const TmpfsSpec kVolume{.size_bytes = 16384,
+                        .nr_inodes = 8,
+                        .mode = 0500,
+                        .uid = 1000,
+                        .gid = 2000};
 
 TEST(TmpfsSpecTest, MountDataIsTheVolumesOptionString) {
   EXPECT_EQ(TmpfsMountData(kVolume),
@@ -36,6 +36,20 @@ TEST(TmpfsSpecTest, ModeIsOctal) {
   TmpfsSpec spec = kVolume;
   spec.mode = 0750;
   EXPECT_EQ(TmpfsParameters(spec)[2].second, "0750");
+}
+
+TEST(TmpfsSpecTest, NoswapIsAFlagAndAContextWithACommaIsQuoted) {
+  TmpfsSpec spec = kVolume;
+  spec.noswap = true;
+  spec.selinux_context = "system_u:object_r:container_file_t:s0:c1,c2";
+  EXPECT_EQ(TmpfsMountData(spec),
+            "size=16384,nr_inodes=8,mode=0500,uid=1000,gid=2000,noswap,"
+            "context=\"system_u:object_r:container_file_t:s0:c1,c2\"");
+  const auto parameters = TmpfsParameters(spec);
+  ASSERT_EQ(parameters.size(), 7u);
+  EXPECT_EQ(parameters[5],
+            std::make_pair(std::string("noswap"), std::string()));
+  EXPECT_EQ(parameters[6].second, spec.selinux_context);  // fsconfig: bare
 }
 
 TEST(LinuxHostFsTest, EachMountApiHasItsOwnHostFs) {

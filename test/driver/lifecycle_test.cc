@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 
 #include "csi_client.h"
 #include "curve/cert_file.h"
@@ -74,9 +75,12 @@ class LifecycleTest : public DriverTest {
     }
     EXPECT_TRUE(HasToken(m.super_options, "ro")) << m.super_options;
     EXPECT_TRUE(HasToken(m.super_options, "size=16k")) << m.super_options;
+    // Keys stay out of swap wherever tmpfs can say so (Linux 6.4+).
+    EXPECT_EQ(HasToken(m.super_options, "noswap"), KernelAtLeast(6, 4))
+        << m.super_options;
 
     const std::string cert_path = target + "/curve.cert";
-    struct stat st {};
+    struct stat st{};
     ASSERT_EQ(lstat(cert_path.c_str(), &st), 0) << cert_path;
     EXPECT_TRUE(S_ISREG(st.st_mode));
     EXPECT_EQ(st.st_mode & 07777, 0400u);
@@ -126,6 +130,20 @@ TEST_F(LifecycleTest, PublishTwiceUnpublishTwice) {
 // kernel) and with MOUNT_API=mount in the environment the driver inherits,
 // for kernels without fsopen. Each pass proves it exercised the path it
 // claims to, so the mount(2) pass cannot silently test fsmount again.
+// The process holds the master key, so it never writes a core file. (Its
+// PR_SET_DUMPABLE=0 cannot be seen from outside a root process.)
+TEST_F(LifecycleTest, DriverNeverDumpsCore) {
+  const std::string limits =
+      ReadFileOrEmpty("/proc/" + std::to_string(driver_->pid()) + "/limits");
+  const size_t line = limits.find("Max core file size");
+  ASSERT_NE(line, std::string::npos) << limits;
+  std::istringstream fields(limits.substr(line + 18));
+  std::string soft, hard;
+  fields >> soft >> hard;
+  EXPECT_EQ(soft, "0") << limits;
+  EXPECT_EQ(hard, "0") << limits;
+}
+
 TEST_F(LifecycleTest, UsesTheMountApiItWasGiven) {
   const char* forced = std::getenv("MOUNT_API");
   const bool mount2 = forced != nullptr && std::string(forced) == "mount";
@@ -295,7 +313,7 @@ TEST_F(LifecycleTest, AnotherMiniClustersVolumeIsAlreadyExistsAndUntouched) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   const std::string cert = ExpectedCert("alpha");
   ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(target, cert));
-  struct stat before {};
+  struct stat before{};
   ASSERT_EQ(stat(target.c_str(), &before), 0);
 
   const std::map<std::string, std::string> incompatible[] = {
@@ -310,7 +328,7 @@ TEST_F(LifecycleTest, AnotherMiniClustersVolumeIsAlreadyExistsAndUntouched) {
         << status.error_message();
     EXPECT_NE(status.error_message().find(target), std::string::npos)
         << status.error_message();
-    struct stat after {};
+    struct stat after{};
     ASSERT_EQ(stat(target.c_str(), &after), 0);
     EXPECT_EQ(after.st_dev, before.st_dev) << "the mount was replaced";
     ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(target, cert));
@@ -352,7 +370,7 @@ TEST_P(OwnerTest, CertIsOwnedAsTheAttributeSays) {
   ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(target, ExpectedCert("lammps"),
                                               GetParam().uid, GetParam().gid));
   // The volume root belongs to the owner too, and only they may list it.
-  struct stat st {};
+  struct stat st{};
   ASSERT_EQ(stat(target.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, GetParam().uid);
   EXPECT_EQ(st.st_gid, GetParam().gid);

@@ -166,5 +166,29 @@ TEST_F(MasterKeyTest, EmptyNodeIdRefuses) {
   EXPECT_FALSE(PathExists(options.socket_path));
 }
 
+// --selinux-mount-context is for SELinux nodes: a malformed label, or a
+// kernel whose tmpfs takes no context= (SELinux off, as here), refuses at
+// once rather than serving volumes the runtime would then fail to relabel.
+TEST_F(MasterKeyTest, SelinuxContextTheKernelRefusesRefuses) {
+  if (PathExists("/sys/fs/selinux/enforce")) {
+    GTEST_SKIP() << "SELinux is on: the kernel may take the label";
+  }
+  for (const char* label :
+       {"system_u:object_r:container_file_t:s0", "not-a-label"}) {
+    SCOPED_TRACE(label);
+    auto options = Options(root_->WriteMasterKey("k", kGoodKey, 0400));
+    options.extra_args.push_back(std::string("--selinux-mount-context=") +
+                                 label);
+    DriverProcess driver(options);
+    const int rc = driver.RunToExit(kRefusalTimeout);
+    const std::string log = ReadFileOrEmpty(options.log_path);
+    EXPECT_GT(rc, 0) << "rc " << rc << "\n" << log;
+    EXPECT_NE(log.find("refusing to serve: --selinux-mount-context"),
+              std::string::npos)
+        << log;
+    EXPECT_FALSE(PathExists(options.socket_path));
+  }
+}
+
 }  // namespace
 }  // namespace fcc::testing

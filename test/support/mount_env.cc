@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -115,6 +117,18 @@ int MountCountAt(const std::string& path) {
     if (m.mount_point == path) ++count;
   }
   return count;
+}
+
+bool KernelAtLeast(int major, int minor) {
+  utsname name{};
+  if (uname(&name) != 0) return false;
+  int running_major = 0;
+  int running_minor = 0;
+  if (std::sscanf(name.release, "%d.%d", &running_major, &running_minor) != 2) {
+    return false;
+  }
+  return running_major > major ||
+         (running_major == major && running_minor >= minor);
 }
 
 }  // namespace fcc::testing

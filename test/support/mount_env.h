@@ -61,5 +61,7 @@ struct MountEntry {
 std::vector<MountEntry> MountsUnder(const std::string& prefix);
 // How many mounts are stacked exactly at `path`.
 int MountCountAt(const std::string& path);
+// Whether the running kernel is at least major.minor (uname's release).
+bool KernelAtLeast(int major, int minor);
 
 }  // namespace fcc::testing
