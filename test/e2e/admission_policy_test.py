@@ -14,7 +14,6 @@ deploy/controller/rbac.yaml, as deployed.
   test/e2e/admission_policy_test.py [TEST...]   (FCC_CONTROLLER=path/to/binary)
 """
 
-import copy
 import json
 import os
 import sys
@@ -178,8 +177,7 @@ def test_policy(work):
     del plain["spec"]["template"]["spec"]["volumes"]
     plain["spec"]["template"]["spec"]["containers"][0].pop("volumeMounts")
     check_admitted(create(plain, USER), "a Job without the curve volume")
-    plain_pod = copy.deepcopy(pod("plain", ns))
-    plain_pod["spec"] = plain["spec"]["template"]["spec"]
+    plain_pod = {**pod("plain", ns), "spec": plain["spec"]["template"]["spec"]}
     check_admitted(create(plain_pod, USER), "a pod without the curve volume")
     add_volume = json.dumps({"spec": {"volumes": curve_pod_spec("lab")["volumes"]}})
     r = kubectl("patch", "pod", "plain", "-n", ns, "-p", add_volume, check_rc=False)

@@ -61,13 +61,15 @@ def test_deploy(work):
     for kind in ("customresourcedefinition", "csidriver", "daemonset", "deployment",
                  "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding"):
         check(kind in kinds, f"deploy/ render has no {kind}: {kinds}")
-    check("validatingadmissionpolicy" not in kinds, f"deploy/ render has the opt-in admission policy: {kinds}")
+    check("validatingadmissionpolicy" not in kinds,
+          f"deploy/ render has the opt-in admission policy: {kinds}")
     log(f"deploy/ (kustomize): {len(lines)} objects pass")
     # The opt-in admission policy (docs/security.md) renders on its own.
     rendered = kubectl("kustomize", os.path.join(REPO, "deploy", "admission-policy")).stdout
     lines = dry_run("kubectl kustomize deploy/admission-policy/", "-f", "-", input=rendered)
     check_eq(sorted(ln.split(" ")[0] for ln in lines),
-             sorted(f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/curve-volume-{r}.minicluster.dev"
+             sorted(f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/"
+                    f"curve-volume-{r}.minicluster.dev"
                     for b in ("", "binding") for r in ("pods", "jobs")),
              "deploy/admission-policy/ objects")
     log(f"deploy/admission-policy/ (kustomize): {len(lines)} objects pass")
