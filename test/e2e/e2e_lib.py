@@ -137,6 +137,25 @@ def create_namespace(ns):
              lambda: get("serviceaccount", "default", ns), timeout=60)
 
 
+def service_account_kubeconfig(work, sa, ns, duration="1h"):
+    """A kubeconfig (written in `work`) that acts as ServiceAccount `ns/sa`
+    through a token from the TokenRequest API, as a pod of it would; its
+    context's namespace is `ns`. Returns the path."""
+    token = kubectl("create", "token", sa, "-n", ns, f"--duration={duration}").stdout.strip()
+    token_file = os.path.join(work, f"{ns}-{sa}.token")
+    with open(token_file, "w") as f:
+        f.write(token + "\n")
+    path = os.path.join(work, f"{ns}-{sa}.kubeconfig")
+    with open(path, "w") as f:
+        json.dump({"apiVersion": "v1", "kind": "Config", "current-context": sa,
+                   "clusters": [{"name": "cp", "cluster": {
+                       "server": os.environ["FCC_CP_APISERVER"],
+                       "certificate-authority": os.path.join(os.environ["FCC_CP_DIR"], "pki", "ca.crt")}}],
+                   "users": [{"name": sa, "user": {"tokenFile": token_file}}],
+                   "contexts": [{"name": sa, "context": {"cluster": "cp", "user": sa, "namespace": ns}}]}, f)
+    return path
+
+
 def minicluster(name, ns, size=2, command=None, labels=None, **spec):
     obj = {"apiVersion": API, "kind": "MiniCluster",
            "metadata": {"name": name, "namespace": ns},

@@ -61,13 +61,26 @@ def test_deploy(work):
     for kind in ("customresourcedefinition", "csidriver", "daemonset", "deployment",
                  "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding"):
         check(kind in kinds, f"deploy/ render has no {kind}: {kinds}")
+    check("validatingadmissionpolicy" not in kinds,
+          f"deploy/ render has the opt-in admission policy: {kinds}")
     log(f"deploy/ (kustomize): {len(lines)} objects pass")
+    # The opt-in admission policy (docs/security.md) renders on its own.
+    rendered = kubectl("kustomize", os.path.join(REPO, "deploy", "admission-policy")).stdout
+    lines = dry_run("kubectl kustomize deploy/admission-policy/", "-f", "-", input=rendered)
+    check_eq(sorted(ln.split(" ")[0] for ln in lines),
+             sorted(f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/"
+                    f"curve-volume-{r}.minicluster.dev"
+                    for b in ("", "binding") for r in ("pods", "jobs")),
+             "deploy/admission-policy/ objects")
+    log(f"deploy/admission-policy/ (kustomize): {len(lines)} objects pass")
     for f in manifests("deploy"):
         n = len(dry_run(os.path.relpath(f, REPO), "-f", f))
         log(f"{os.path.relpath(f, REPO)}: {n} objects pass")
     # Dry run stored nothing.
     check_eq(items("daemonsets", NAMESPACE), [], "DaemonSets after dry run")
     check_eq(kubectl("get", "csidrivers", "-o", "name").stdout.strip(), "", "CSIDrivers after dry run")
+    check_eq(kubectl("get", "validatingadmissionpolicies", "-o", "name").stdout.strip(), "",
+             "ValidatingAdmissionPolicies after dry run")
 
 
 def test_examples(work):
