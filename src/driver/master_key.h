@@ -9,7 +9,7 @@
 namespace fcc::driver {
 
 inline constexpr size_t kMinMasterKeyBytes = 32;
-inline constexpr size_t kMaxMasterKeyBytes = 64 * 1024;
+inline constexpr size_t kMaxMasterKeyBytes = size_t{64} * 1024;
 
 // How an operator makes the key; quoted in every refusal.
 inline constexpr char kCreateMasterKeyHint[] =
