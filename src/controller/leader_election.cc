@@ -1,8 +1,9 @@
-#include "leader_election.h"
+#include "controller/leader_election.h"
 
 #include <spdlog/spdlog.h>
 
 #include <ctime>
+#include <thread>
 
 namespace fcc::controller {
 namespace {
@@ -10,10 +11,10 @@ namespace {
 using nlohmann::json;
 
 std::string LeasePath(const LeaderElectionOptions& o, bool collection) {
-  return collection
-             ? CollectionPath("coordination.k8s.io/v1", "leases", o.namespace_)
-             : ObjectPath("coordination.k8s.io/v1", "leases", o.namespace_,
-                          o.name);
+  return collection ? CollectionPath("coordination.k8s.io/v1", "leases",
+                                     o.namespace_name)
+                    : ObjectPath("coordination.k8s.io/v1", "leases",
+                                 o.namespace_name, o.name);
 }
 
 }  // namespace
@@ -33,14 +34,14 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
 
 json LeaseForHolder(const json* current, const LeaderElectionOptions& options,
                     const std::string& now_micro) {
-  json lease =
-      current != nullptr
-          ? *current
-          : json{{"apiVersion", "coordination.k8s.io/v1"},
-                 {"kind", "Lease"},
-                 {"metadata",
-                  {{"name", options.name}, {"namespace", options.namespace_}}},
-                 {"spec", json::object()}};
+  json lease = current != nullptr
+                   ? *current
+                   : json{{"apiVersion", "coordination.k8s.io/v1"},
+                          {"kind", "Lease"},
+                          {"metadata",
+                           {{"name", options.name},
+                            {"namespace", options.namespace_name}}},
+                          {"spec", json::object()}};
   json& spec = lease["spec"];
   const std::string previous = spec.value("holderIdentity", "");
   if (previous != options.identity) {
@@ -105,11 +106,11 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
 
 bool LeaderElector::Acquire(StopSignal& stop) {
   spdlog::info("leader election: waiting for lease {}/{} as {}",
-               options_.namespace_, options_.name, options_.identity);
+               options_.namespace_name, options_.name, options_.identity);
   while (!stop.stopped()) {
     if (TryAcquireOrRenew() == Attempt::kHeld) {
-      spdlog::info("leader election: acquired lease {}/{}", options_.namespace_,
-                   options_.name);
+      spdlog::info("leader election: acquired lease {}/{}",
+                   options_.namespace_name, options_.name);
       return true;
     }
     stop.WaitFor(options_.retry_period);
@@ -128,8 +129,8 @@ bool LeaderElector::KeepRenewing(StopSignal& stop) {
     if (attempt == Attempt::kHeldByOther ||
         std::chrono::steady_clock::now() - last_renew >
             options_.renew_deadline) {
-      spdlog::error("leader election: lost lease {}/{}", options_.namespace_,
-                    options_.name);
+      spdlog::error("leader election: lost lease {}/{}",
+                    options_.namespace_name, options_.name);
       return false;
     }
   }
@@ -151,6 +152,23 @@ void LeaderElector::Release() {
   HttpResponse put =
       client_.Request("PUT", LeasePath(options_, false), lease.dump());
   if (put.ok()) spdlog::info("leader election: released lease");
+}
+
+bool LeaderElector::RunWhileLeading(StopSignal& stop,
+                                    const std::function<void()>& lead) {
+  if (!Acquire(stop)) return true;  // stopped while waiting: nothing held
+  bool lost = false;
+  std::thread renewer([&] {
+    if (!KeepRenewing(stop)) {
+      lost = true;
+      stop.Stop();
+    }
+  });
+  lead();
+  stop.Stop();  // `lead` returned on its own: end the renewals too
+  renewer.join();
+  if (!lost) Release();
+  return !lost;
 }
 
 }  // namespace fcc::controller
