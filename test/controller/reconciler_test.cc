@@ -307,39 +307,38 @@ TEST(Reconciler, FailedApplyAsksForRetry) {
             RetryReason::kWriteFailed);
 }
 
-TEST(Reconciler, UsesTheWorkloadOwnedByTheJob) {
+// A queued MiniCluster with its Service and Job in the caches and
+// `workload` in the Workload cache: the status its reconcile writes.
+json StatusWithWorkload(const json& workload) {
   Fixture f;
   json mc = MiniClusterObject();
   mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
   f.miniclusters.Upsert(mc);
   f.services.Upsert(StoredService(mc));
   f.jobs.Upsert(StoredJob(mc, true));
-  f.workloads.Upsert(
+  f.workloads.Upsert(workload);
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_EQ(f.api.calls.size(), 1u);
+  return f.api.calls.size() == 1 ? f.api.calls[0].body["status"] : json();
+}
+
+TEST(Reconciler, UsesTheWorkloadOwnedByTheJob) {
+  const json status = StatusWithWorkload(
       json::parse(R"({"metadata": {"name": "job-demo-1", "namespace": "science",
       "ownerReferences": [{"kind": "Job", "name": "demo", "uid": "job-uid", "controller": true}]},
       "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
         "reason": "Pending", "message": "insufficient unused quota for cpu"}]}})"));
-  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
-  ASSERT_EQ(f.api.calls.size(), 1u);
-  EXPECT_EQ(f.api.calls[0].body["status"]["workload"]["name"], "job-demo-1");
-  EXPECT_EQ(f.api.calls[0].body["status"]["conditions"][0]["message"],
+  EXPECT_EQ(status["workload"]["name"], "job-demo-1");
+  EXPECT_EQ(status["conditions"][0]["message"],
             "insufficient unused quota for cpu");
 }
 
 // The same rule as FindWorkloadForJob: Kueue's job-uid label is enough.
 TEST(Reconciler, UsesTheWorkloadLabelledWithTheJobUid) {
-  Fixture f;
-  json mc = MiniClusterObject();
-  mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
-  f.miniclusters.Upsert(mc);
-  f.services.Upsert(StoredService(mc));
-  f.jobs.Upsert(StoredJob(mc, true));
-  f.workloads.Upsert(json::parse(
+  const json status = StatusWithWorkload(json::parse(
       R"({"metadata": {"name": "job-demo-2", "namespace": "science",
       "labels": {"kueue.x-k8s.io/job-uid": "job-uid"}}})"));
-  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
-  ASSERT_EQ(f.api.calls.size(), 1u);
-  EXPECT_EQ(f.api.calls[0].body["status"]["workload"]["name"], "job-demo-2");
+  EXPECT_EQ(status["workload"]["name"], "job-demo-2");
 }
 
 TEST(Reconciler, MissingMiniClusterIsDone) {
