@@ -85,27 +85,33 @@ ReconcileResult Reconciler::Execute(const std::string& key,
                                     const std::vector<Action>& plan,
                                     const std::string& now) {
   ReconcileResult result;
+  const Action* planned_status = nullptr;  // the plan's last step, if any
   // Set by the create step: the Job the caches did not have yet.
   std::optional<json> job_after_create;
   for (const Action& action : plan) {
-    if (action.kind == Action::Kind::kCreateJob) {
+    if (action.kind == Action::Kind::kApplyStatus) {
+      planned_status = &action;
+    } else if (action.kind == Action::Kind::kCreateJob) {
       Created created =
           CreateJob(key, action, ObjectMeta(snapshot.minicluster).uid());
       if (created.abort) return created.result;
       result.Merge(std::move(created.result));
       job_after_create = std::move(created.job);
-    } else if (action.kind == Action::Kind::kApplyStatus && job_after_create) {
-      // The planned status was computed without the Job ("CreatingJob"),
-      // which the next reconcile would overwrite at once: the status of
-      // the Job as it now is saves a status write per new MiniCluster.
-      Observed with_job = snapshot.View();
-      with_job.job = &*job_after_create;
-      if (auto status = PlanStatus(with_job, now))
-        result.Merge(Apply(key, *status));
     } else {
       result.Merge(Apply(key, action));
     }
   }
+  if (!job_after_create) {
+    if (planned_status != nullptr) result.Merge(Apply(key, *planned_status));
+    return result;
+  }
+  // The planned status was computed without the Job ("CreatingJob"), which
+  // the next reconcile would overwrite at once: the status of the Job as it
+  // now is (created, or another's in the way) saves that write.
+  Observed with_job = snapshot.View();
+  with_job.job = &*job_after_create;
+  if (auto status = PlanStatus(with_job, now))
+    result.Merge(Apply(key, *status));
   return result;
 }
 

@@ -261,19 +261,27 @@ TEST(Reconciler, AlreadyExistsOnCreateIsNotAnError) {
 
 // A Job of that name without our label is invisible to the Job cache: the
 // 409 is the only sign. Report it and retry until the name is free.
+// Also when the MiniCluster already shows the status planned without a
+// Job (an earlier create failed), so the plan holds no status write.
 TEST(Reconciler, ForeignJobOnCreateIsReportedAndRetried) {
-  Fixture f;
-  f.miniclusters.Upsert(MiniClusterObject());
-  f.api.create_status = 409;
-  f.api.get_body =
-      R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
-  EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
-            RetryReason::kJobNameTaken);
-  ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
-  EXPECT_EQ(f.api.calls[2].verb, "get");
-  EXPECT_EQ(f.api.calls[2].path, "/apis/batch/v1/namespaces/science/jobs/demo");
-  EXPECT_EQ(f.api.calls[3].body["status"]["conditions"][0]["reason"],
-            "JobNameTaken");
+  for (bool status_shown : {false, true}) {
+    Fixture f;
+    json mc = MiniClusterObject();
+    if (status_shown)
+      mc["status"] = PlanReconcile({&mc}, kOptions, kNow).back().body["status"];
+    f.miniclusters.Upsert(mc);
+    f.api.create_status = 409;
+    f.api.get_body =
+        R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
+    EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+              RetryReason::kJobNameTaken);
+    ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
+    EXPECT_EQ(f.api.calls[2].verb, "get");
+    EXPECT_EQ(f.api.calls[2].path,
+              "/apis/batch/v1/namespaces/science/jobs/demo");
+    EXPECT_EQ(f.api.calls[3].body["status"]["conditions"][0]["reason"],
+              "JobNameTaken");
+  }
 }
 
 // The Job exists and is ours (created by an earlier reconcile whose watch
