@@ -1,8 +1,11 @@
 #include "controller/leader_election.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <ctime>
+#include <random>
 #include <thread>
 
 namespace fcc::controller {
@@ -30,6 +33,19 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
   const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(buf + n, sizeof buf - n, ".%06ldZ", static_cast<long>(micros));
   return buf;
+}
+
+// Hostname (the pod's name) and a random suffix, as client-go does: unique
+// per process, so a restarted pod never takes its predecessor's lease for
+// its own.
+std::string ReplicaIdentity() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::mt19937_64 rng{std::random_device{}()};
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%016llx",
+                static_cast<unsigned long long>(rng()));
+  return std::string(host) + "_" + suffix;
 }
 
 json LeaseForHolder(const json* current, const LeaderElectionOptions& options,

@@ -25,6 +25,9 @@ struct LeaderElectionOptions {
   std::chrono::seconds retry_period{2};
 };
 
+// A holder identity unique per replica: hostname + random suffix.
+std::string ReplicaIdentity();
+
 // Formats a metav1.MicroTime (RFC 3339 with microseconds, UTC).
 std::string FormatMicroTime(std::chrono::system_clock::time_point t);
 

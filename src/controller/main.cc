@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -15,7 +14,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -90,16 +88,6 @@ std::string ReadWholeFile(const std::string& path) {
   std::ostringstream buf;
   buf << in.rdbuf();
   return buf.str();
-}
-
-std::string ReplicaIdentity() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::mt19937_64 rng{std::random_device{}()};
-  char suffix[17];
-  std::snprintf(suffix, sizeof suffix, "%016llx",
-                static_cast<unsigned long long>(rng()));
-  return std::string(host) + "_" + suffix;
 }
 
 // SIGTERM and SIGINT stop `stop`. They are blocked in every thread (the
