@@ -36,12 +36,12 @@
 #include <thread>
 #include <vector>
 
-#include "desired.h"
-#include "kube_client.h"
-#include "minicluster.h"
-#include "reconciler.h"
-#include "watch.h"
-#include "yaml_json.h"
+#include "controller/desired.h"
+#include "controller/kube_client.h"
+#include "controller/line_buffer.h"
+#include "controller/minicluster.h"
+#include "controller/reconciler.h"
+#include "controller/yaml_json.h"
 
 namespace {
 
@@ -376,9 +376,8 @@ class AddedCounter {
         path,
         [&](std::string_view data) {
           lines.Append(data);
-          std::string line;
-          while (lines.NextLine(&line)) {
-            if (line.rfind("{\"type\":\"ADDED\"", 0) != 0) continue;
+          while (auto line = lines.NextLine()) {
+            if (line->rfind("{\"type\":\"ADDED\"", 0) != 0) continue;
             if (++seen_ == count_) {
               done_at_ = Clock::now();
               done_ = true;

@@ -1,4 +1,4 @@
-#include "desired.h"
+#include "controller/desired.h"
 
 namespace fcc::controller {
 namespace {
@@ -11,7 +11,7 @@ constexpr char kRunVolume[] = "flux-run";
 
 json BaseMetadata(const MiniCluster& mc, const std::string& name) {
   return json{{"name", name},
-              {"namespace", mc.namespace_},
+              {"namespace", mc.namespace_name},
               {"labels", CommonLabels(mc)},
               {"ownerReferences", json::array({OwnerReference(mc)})}};
 }
@@ -41,6 +41,64 @@ json ContainerEnv(const MiniCluster& mc, const DesiredOptions& opts) {
       json::array({{{"name", "FLUX_URI"}, {"value", FluxLocalUri(opts)}}});
   for (const auto& entry : mc.spec.env) env.push_back(entry);
   return env;
+}
+
+// The Job's labels: the common ones and the MiniCluster's Kueue labels.
+json JobMetadata(const MiniCluster& mc) {
+  json metadata = BaseMetadata(mc, JobName(mc));
+  for (const char* key :
+       {kQueueNameLabel, kPriorityClassLabel, kMaxExecTimeLabel}) {
+    if (auto it = mc.labels.find(key); it != mc.labels.end()) {
+      metadata["labels"][key] = it->second;
+    }
+  }
+  return metadata;
+}
+
+json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
+  json container{
+      {"name", kBrokerContainerName},
+      {"image", mc.spec.image},
+      // "$0" is "flux-broker"; spec.command becomes "$@" unchanged.
+      {"command", json::array({"/bin/sh", "-c", StartScript(mc, opts),
+                               kBrokerContainerName})},
+      {"ports", json::array({{{"name", "flux-broker"},
+                              {"containerPort", mc.spec.broker_port},
+                              {"protocol", "TCP"}}})},
+      {"env", ContainerEnv(mc, opts)},
+      {"readinessProbe", BrokerReadinessProbe()},
+      {"volumeMounts",
+       json::array(
+           {{{"name", kCurveVolume},
+             {"mountPath", opts.curve_mount_path},
+             {"readOnly", true}},
+            {{"name", kConfigVolume}, {"mountPath", opts.config_mount_path}},
+            {{"name", kRunVolume}, {"mountPath", opts.run_mount_path}}})}};
+  if (mc.spec.command) container["args"] = *mc.spec.command;
+  if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
+  return container;
+}
+
+json CsiVolumeSource(const MiniCluster& mc) {
+  return json{{"driver", kCsiDriverName},
+              {"readOnly", true},
+              {"volumeAttributes",
+               {{"minicluster", mc.name},
+                // A re-created MiniCluster of the same name gets a new key.
+                {"generation", mc.uid},
+                {"owner", mc.spec.flux_user.OwnerAttribute()}}}};
+}
+
+json PodSpec(const MiniCluster& mc, const DesiredOptions& opts) {
+  return json{
+      {"subdomain", ServiceName(mc)},
+      {"restartPolicy", "Never"},
+      {"securityContext", PodSecurityContext(mc.spec.flux_user)},
+      {"containers", json::array({BrokerContainer(mc, opts)})},
+      {"volumes",
+       json::array({{{"name", kCurveVolume}, {"csi", CsiVolumeSource(mc)}},
+                    {{"name", kConfigVolume}, {"emptyDir", json::object()}},
+                    {{"name", kRunVolume}, {"emptyDir", json::object()}}})}};
 }
 
 }  // namespace
@@ -79,7 +137,7 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
                              const DesiredOptions& opts) {
   const std::string port = std::to_string(mc.spec.broker_port);
   std::string toml;
-  toml += "# Flux broker config of MiniCluster " + mc.namespace_ + "/" +
+  toml += "# Flux broker config of MiniCluster " + mc.namespace_name + "/" +
           mc.name + ", written by minicluster-controller.\n";
   toml += "[bootstrap]\n";
   toml += "curve_cert = \"" + opts.curve_mount_path + "/curve.cert\"\n";
@@ -88,7 +146,7 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
   // %h is the broker's hostname (<job>-<index>); the headless Service gives
   // it a DNS record <host>.<service>.<namespace>.svc.<cluster domain>.
   toml += "default_connect = \"tcp://%h." + ServiceName(mc) + "." +
-          mc.namespace_ + ".svc." + opts.cluster_domain + ":%p\"\n";
+          mc.namespace_name + ".svc." + opts.cluster_domain + ":%p\"\n";
   toml += "hosts = [{ host = \"" + BrokerHostlist(mc) + "\" }]\n";
   return toml;
 }
@@ -132,73 +190,26 @@ json DesiredService(const MiniCluster& mc, const DesiredOptions& opts) {
 }
 
 json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
-  json metadata = BaseMetadata(mc, JobName(mc));
-  for (const char* key :
-       {kQueueNameLabel, kPriorityClassLabel, kMaxExecTimeLabel}) {
-    if (auto it = mc.labels.find(key); it != mc.labels.end()) {
-      metadata["labels"][key] = it->second;
-    }
-  }
-
-  json container{
-      {"name", kBrokerContainerName},
-      {"image", mc.spec.image},
-      // "$0" is "flux-broker"; spec.command becomes "$@" unchanged.
-      {"command", json::array({"/bin/sh", "-c", StartScript(mc, opts),
-                               kBrokerContainerName})},
-      {"ports", json::array({{{"name", "flux-broker"},
-                              {"containerPort", mc.spec.broker_port},
-                              {"protocol", "TCP"}}})},
-      {"env", ContainerEnv(mc, opts)},
-      {"readinessProbe", BrokerReadinessProbe()},
-      {"volumeMounts", json::array({{{"name", kCurveVolume},
-                                     {"mountPath", opts.curve_mount_path},
-                                     {"readOnly", true}},
-                                    {{"name", kConfigVolume},
-                                     {"mountPath", opts.config_mount_path}},
-                                    {{"name", kRunVolume},
-                                     {"mountPath", opts.run_mount_path}}})}};
-  if (mc.spec.command) container["args"] = *mc.spec.command;
-  if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
-
-  json csi{{"driver", kCsiDriverName},
-           {"readOnly", true},
-           {"volumeAttributes",
-            {{"minicluster", mc.name},
-             // A re-created MiniCluster of the same name gets a new key.
-             {"generation", mc.uid},
-             {"owner", mc.spec.flux_user.OwnerAttribute()}}}};
-
-  json pod_spec{
-      {"subdomain", ServiceName(mc)},
-      {"restartPolicy", "Never"},
-      {"securityContext", PodSecurityContext(mc.spec.flux_user)},
-      {"containers", json::array({container})},
-      {"volumes",
-       json::array({{{"name", kCurveVolume}, {"csi", csi}},
-                    {{"name", kConfigVolume}, {"emptyDir", json::object()}},
-                    {{"name", kRunVolume}, {"emptyDir", json::object()}}})}};
-
-  return json{
-      {"apiVersion", "batch/v1"},
-      {"kind", "Job"},
-      {"metadata", metadata},
-      {"spec",
-       {{"completionMode", "Indexed"},
-        {"completions", mc.spec.size},
-        {"parallelism", mc.spec.size},
-        // Always created suspended: Kueue (queued) or the controller
-        // (unqueued) starts it.
-        {"suspend", true},
-        // A broker that fails cannot rejoin a running instance, so one
-        // failure fails the Job instead of retrying a lone pod forever.
-        {"backoffLimit", 0},
-        // The instance is done when rank 0 (index 0) succeeds; the Job
-        // completes and frees its quota even if followers linger.
-        {"successPolicy",
-         {{"rules", json::array({{{"succeededIndexes", "0"}}})}}},
-        {"template",
-         {{"metadata", {{"labels", CommonLabels(mc)}}}, {"spec", pod_spec}}}}}};
+  return json{{"apiVersion", "batch/v1"},
+              {"kind", "Job"},
+              {"metadata", JobMetadata(mc)},
+              {"spec",
+               {{"completionMode", "Indexed"},
+                {"completions", mc.spec.size},
+                {"parallelism", mc.spec.size},
+                // Always created suspended: Kueue (queued) or the controller
+                // (unqueued) starts it.
+                {"suspend", true},
+                // A broker that fails cannot rejoin a running instance, so one
+                // failure fails the Job instead of retrying a lone pod forever.
+                {"backoffLimit", 0},
+                // The instance is done when rank 0 (index 0) succeeds; the Job
+                // completes and frees its quota even if followers linger.
+                {"successPolicy",
+                 {{"rules", json::array({{{"succeededIndexes", "0"}}})}}},
+                {"template",
+                 {{"metadata", {{"labels", CommonLabels(mc)}}},
+                  {"spec", PodSpec(mc, opts)}}}}}};
 }
 
 json JobApplyBody(const MiniCluster& mc) {
@@ -211,7 +222,7 @@ json JobSuspendApplyBody(const MiniCluster& mc, bool suspend) {
   return json{
       {"apiVersion", "batch/v1"},
       {"kind", "Job"},
-      {"metadata", {{"name", JobName(mc)}, {"namespace", mc.namespace_}}},
+      {"metadata", {{"name", JobName(mc)}, {"namespace", mc.namespace_name}}},
       {"spec", {{"suspend", suspend}}}};
 }
 

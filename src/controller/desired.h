@@ -2,13 +2,12 @@
 // the Flux broker config and start script inside the Job's pod template.
 // Pure functions: the reconciler and `render` share them, so what `render`
 // prints is what the reconciler sends.
-#ifndef FCC_CONTROLLER_DESIRED_H_
-#define FCC_CONTROLLER_DESIRED_H_
+#pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "minicluster.h"
+#include "controller/minicluster.h"
 
 namespace fcc::controller {
 
@@ -85,5 +84,3 @@ nlohmann::json JobSuspendApplyBody(const MiniCluster& mc, bool suspend);
 bool IsSubset(const nlohmann::json& want, const nlohmann::json& have);
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_DESIRED_H_

@@ -1,4 +1,4 @@
-#include "kube_client.h"
+#include "controller/kube_client.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -8,11 +8,12 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
 
-#include "yaml_json.h"
+#include "controller/yaml_json.h"
 
 namespace fcc::controller {
 namespace {
@@ -189,12 +190,82 @@ KubeConfig InClusterConfig() {
                              " missing; is automountServiceAccountToken off?");
   }
   try {
-    config.namespace_ = TrimTrailingNewlines(
+    config.namespace_name = TrimTrailingNewlines(
         ReadFile(std::string(kServiceAccountDir) + "/namespace"));
   } catch (const std::exception&) {
   }
   return config;
 }
+
+namespace {
+
+// Resolves kubeconfig file references against the kubeconfig's directory.
+class KubeconfigPaths {
+ public:
+  explicit KubeconfigPaths(const std::string& kubeconfig)
+      : dir_(std::filesystem::path(kubeconfig).parent_path()) {}
+  std::string Resolve(const std::string& p) const {
+    std::filesystem::path fp(p);
+    return fp.is_absolute() ? p : (dir_ / fp).string();
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// The `field` ("cluster", "user") of the entry named `name` in `kc[list]`.
+std::optional<json> NamedEntry(const json& kc, const char* list,
+                               const char* field, const std::string& name) {
+  auto entries = kc.find(list);
+  if (entries == kc.end()) return std::nullopt;
+  const json* entry = FindNamed(*entries, name);
+  if (entry == nullptr) return std::nullopt;
+  return entry->value(field, json::object());
+}
+
+void ReadCluster(const json& cluster, const KubeconfigPaths& paths,
+                 KubeConfig& config) {
+  config.server = cluster.value("server", "");
+  while (!config.server.empty() && config.server.back() == '/')
+    config.server.pop_back();
+  config.insecure_skip_tls_verify =
+      cluster.value("insecure-skip-tls-verify", false);
+  if (cluster.contains("certificate-authority-data")) {
+    config.ca_pem = Base64Decode("certificate-authority-data",
+                                 cluster["certificate-authority-data"]);
+  } else if (cluster.contains("certificate-authority")) {
+    config.ca_file = paths.Resolve(cluster["certificate-authority"]);
+  }
+}
+
+// Throws if the user needs an exec/auth-provider plugin.
+void ReadUser(const json& user, const std::string& where,
+              const KubeconfigPaths& paths, KubeConfig& config) {
+  if (user.contains("exec") || user.contains("auth-provider")) {
+    throw std::runtime_error(
+        where +
+        " uses an exec/auth-provider plugin, which this controller does "
+        "not run; use a token or client certificate");
+  }
+  if (user.contains("client-certificate-data")) {
+    config.client_cert_pem = Base64Decode("client-certificate-data",
+                                          user["client-certificate-data"]);
+  } else if (user.contains("client-certificate")) {
+    config.client_cert_pem =
+        ReadFile(paths.Resolve(user["client-certificate"]));
+  }
+  if (user.contains("client-key-data")) {
+    config.client_key_pem =
+        Base64Decode("client-key-data", user["client-key-data"]);
+  } else if (user.contains("client-key")) {
+    config.client_key_pem = ReadFile(paths.Resolve(user["client-key"]));
+  }
+  config.token = user.value("token", "");
+  if (user.contains("tokenFile"))
+    config.token_file = paths.Resolve(user["tokenFile"]);
+}
+
+}  // namespace
 
 KubeConfig LoadKubeconfig(const std::string& path, const std::string& context) {
   auto docs = YamlToJson(ReadFile(path));
@@ -202,66 +273,27 @@ KubeConfig LoadKubeconfig(const std::string& path, const std::string& context) {
     throw std::runtime_error("kubeconfig " + path + " is empty");
   }
   const json& kc = docs[0];
-  const auto dir = std::filesystem::path(path).parent_path();
-  auto resolve = [&dir](const std::string& p) {
-    std::filesystem::path fp(p);
-    return fp.is_absolute() ? p : (dir / fp).string();
-  };
+  const KubeconfigPaths paths(path);
   const std::string context_name =
       context.empty() ? kc.value("current-context", "") : context;
-  // Keep the lists alive: FindNamed returns pointers into them.
-  const json contexts = kc.value("contexts", json::array());
-  const json clusters = kc.value("clusters", json::array());
-  const json users = kc.value("users", json::array());
-  const json* ctx = FindNamed(contexts, context_name);
-  if (ctx == nullptr) {
+  const auto ctx = NamedEntry(kc, "contexts", "context", context_name);
+  if (!ctx) {
     throw std::runtime_error("kubeconfig " + path + ": context \"" +
                              context_name + "\" not found");
   }
-  const json c = ctx->value("context", json::object());
-  const json* cluster_entry = FindNamed(clusters, c.value("cluster", ""));
-  if (cluster_entry == nullptr) {
+  const std::string cluster_name = ctx->value("cluster", "");
+  const auto cluster = NamedEntry(kc, "clusters", "cluster", cluster_name);
+  if (!cluster) {
     throw std::runtime_error("kubeconfig " + path + ": cluster \"" +
-                             c.value("cluster", "") + "\" not found");
+                             cluster_name + "\" not found");
   }
-  const json cluster = cluster_entry->value("cluster", json::object());
   KubeConfig config;
-  config.server = cluster.value("server", "");
-  while (!config.server.empty() && config.server.back() == '/')
-    config.server.pop_back();
-  config.namespace_ = c.value("namespace", "");
-  config.insecure_skip_tls_verify =
-      cluster.value("insecure-skip-tls-verify", false);
-  if (cluster.contains("certificate-authority-data")) {
-    config.ca_pem = Base64Decode("certificate-authority-data",
-                                 cluster["certificate-authority-data"]);
-  } else if (cluster.contains("certificate-authority")) {
-    config.ca_file = resolve(cluster["certificate-authority"]);
-  }
-  const json* user_entry = FindNamed(users, c.value("user", ""));
-  if (user_entry != nullptr) {
-    const json user = user_entry->value("user", json::object());
-    if (user.contains("exec") || user.contains("auth-provider")) {
-      throw std::runtime_error(
-          "kubeconfig " + path + ": user \"" + c.value("user", "") +
-          "\" uses an exec/auth-provider plugin, which this controller does "
-          "not run; use a token or client certificate");
-    }
-    if (user.contains("client-certificate-data")) {
-      config.client_cert_pem = Base64Decode("client-certificate-data",
-                                            user["client-certificate-data"]);
-    } else if (user.contains("client-certificate")) {
-      config.client_cert_pem = ReadFile(resolve(user["client-certificate"]));
-    }
-    if (user.contains("client-key-data")) {
-      config.client_key_pem =
-          Base64Decode("client-key-data", user["client-key-data"]);
-    } else if (user.contains("client-key")) {
-      config.client_key_pem = ReadFile(resolve(user["client-key"]));
-    }
-    config.token = user.value("token", "");
-    if (user.contains("tokenFile"))
-      config.token_file = resolve(user["tokenFile"]);
+  ReadCluster(*cluster, paths, config);
+  config.namespace_name = ctx->value("namespace", "");
+  const std::string user_name = ctx->value("user", "");
+  if (const auto user = NamedEntry(kc, "users", "user", user_name)) {
+    ReadUser(*user, "kubeconfig " + path + ": user \"" + user_name + "\"",
+             paths, config);
   }
   if (config.server.empty()) {
     throw std::runtime_error("kubeconfig " + path + ": cluster has no server");

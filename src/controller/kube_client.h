@@ -1,8 +1,7 @@
 // A small Kubernetes REST client on libcurl: in-cluster config or a
 // kubeconfig, plain requests, streaming (watch) requests, server-side
 // apply. Tokens are read per request and never logged.
-#ifndef FCC_CONTROLLER_KUBE_CLIENT_H_
-#define FCC_CONTROLLER_KUBE_CLIENT_H_
+#pragma once
 
 #include <atomic>
 #include <functional>
@@ -23,7 +22,7 @@ struct KubeConfig {
   std::string token_file;  // re-read per request (projected SA tokens rotate)
   std::string client_cert_pem;
   std::string client_key_pem;
-  std::string namespace_;  // the config's default namespace, if any
+  std::string namespace_name;  // the config's default namespace, if any
 };
 
 // The pod's service account: KUBERNETES_SERVICE_HOST/PORT and the files
@@ -124,5 +123,3 @@ std::string ObjectPath(std::string_view api_version, std::string_view plural,
 std::string UrlEncode(std::string_view value);
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_KUBE_CLIENT_H_

@@ -1,8 +1,12 @@
-#include "leader_election.h"
+#include "controller/leader_election.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <ctime>
+#include <random>
+#include <thread>
 
 namespace fcc::controller {
 namespace {
@@ -10,10 +14,10 @@ namespace {
 using nlohmann::json;
 
 std::string LeasePath(const LeaderElectionOptions& o, bool collection) {
-  return collection
-             ? CollectionPath("coordination.k8s.io/v1", "leases", o.namespace_)
-             : ObjectPath("coordination.k8s.io/v1", "leases", o.namespace_,
-                          o.name);
+  return collection ? CollectionPath("coordination.k8s.io/v1", "leases",
+                                     o.namespace_name)
+                    : ObjectPath("coordination.k8s.io/v1", "leases",
+                                 o.namespace_name, o.name);
 }
 
 }  // namespace
@@ -31,16 +35,29 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+// Hostname (the pod's name) and a random suffix, as client-go does: unique
+// per process, so a restarted pod never takes its predecessor's lease for
+// its own.
+std::string ReplicaIdentity() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::mt19937_64 rng{std::random_device{}()};
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%016llx",
+                static_cast<unsigned long long>(rng()));
+  return std::string(host) + "_" + suffix;
+}
+
 json LeaseForHolder(const json* current, const LeaderElectionOptions& options,
                     const std::string& now_micro) {
-  json lease =
-      current != nullptr
-          ? *current
-          : json{{"apiVersion", "coordination.k8s.io/v1"},
-                 {"kind", "Lease"},
-                 {"metadata",
-                  {{"name", options.name}, {"namespace", options.namespace_}}},
-                 {"spec", json::object()}};
+  json lease = current != nullptr
+                   ? *current
+                   : json{{"apiVersion", "coordination.k8s.io/v1"},
+                          {"kind", "Lease"},
+                          {"metadata",
+                           {{"name", options.name},
+                            {"namespace", options.namespace_name}}},
+                          {"spec", json::object()}};
   json& spec = lease["spec"];
   const std::string previous = spec.value("holderIdentity", "");
   if (previous != options.identity) {
@@ -105,11 +122,11 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
 
 bool LeaderElector::Acquire(StopSignal& stop) {
   spdlog::info("leader election: waiting for lease {}/{} as {}",
-               options_.namespace_, options_.name, options_.identity);
+               options_.namespace_name, options_.name, options_.identity);
   while (!stop.stopped()) {
     if (TryAcquireOrRenew() == Attempt::kHeld) {
-      spdlog::info("leader election: acquired lease {}/{}", options_.namespace_,
-                   options_.name);
+      spdlog::info("leader election: acquired lease {}/{}",
+                   options_.namespace_name, options_.name);
       return true;
     }
     stop.WaitFor(options_.retry_period);
@@ -128,8 +145,8 @@ bool LeaderElector::KeepRenewing(StopSignal& stop) {
     if (attempt == Attempt::kHeldByOther ||
         std::chrono::steady_clock::now() - last_renew >
             options_.renew_deadline) {
-      spdlog::error("leader election: lost lease {}/{}", options_.namespace_,
-                    options_.name);
+      spdlog::error("leader election: lost lease {}/{}",
+                    options_.namespace_name, options_.name);
       return false;
     }
   }
@@ -151,6 +168,23 @@ void LeaderElector::Release() {
   HttpResponse put =
       client_.Request("PUT", LeasePath(options_, false), lease.dump());
   if (put.ok()) spdlog::info("leader election: released lease");
+}
+
+bool LeaderElector::RunWhileLeading(StopSignal& stop,
+                                    const std::function<void()>& lead) {
+  if (!Acquire(stop)) return true;  // stopped while waiting: nothing held
+  bool lost = false;
+  std::thread renewer([&] {
+    if (!KeepRenewing(stop)) {
+      lost = true;
+      stop.Stop();
+    }
+  });
+  lead();
+  stop.Stop();  // `lead` returned on its own: end the renewals too
+  renewer.join();
+  if (!lost) Release();
+  return !lost;
 }
 
 }  // namespace fcc::controller

@@ -3,27 +3,30 @@
 // has watched the lease stay unchanged for a whole lease duration (measured
 // on its own clock, so clock skew between nodes does not matter); updates
 // use the Lease's resourceVersion, so two candidates can never both win.
-#ifndef FCC_CONTROLLER_LEADER_ELECTION_H_
-#define FCC_CONTROLLER_LEADER_ELECTION_H_
+#pragma once
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
-#include "kube_client.h"
-#include "stop_signal.h"
+#include "controller/kube_client.h"
+#include "controller/stop_signal.h"
 
 namespace fcc::controller {
 
 struct LeaderElectionOptions {
-  std::string namespace_;
+  std::string namespace_name;
   std::string name = "minicluster-controller";
   std::string identity;  // unique per replica: pod name + random suffix
   std::chrono::seconds lease_duration{15};
   std::chrono::seconds renew_deadline{10};
   std::chrono::seconds retry_period{2};
 };
+
+// A holder identity unique per replica: hostname + random suffix.
+std::string ReplicaIdentity();
 
 // Formats a metav1.MicroTime (RFC 3339 with microseconds, UTC).
 std::string FormatMicroTime(std::chrono::system_clock::time_point t);
@@ -48,6 +51,12 @@ class LeaderElector {
   // Gives the lease up so a standby can take over at once.
   void Release();
 
+  // client-go's RunOrDie: once the lease is held, runs `lead` (which must
+  // return after `stop`) while renewing; a lost lease stops `stop` at once,
+  // since another replica may act now. Releases the lease at the end
+  // unless it was lost. False if leadership was lost.
+  bool RunWhileLeading(StopSignal& stop, const std::function<void()>& lead);
+
  private:
   enum class Attempt { kHeld, kHeldByOther, kError };
   Attempt TryAcquireOrRenew();
@@ -60,5 +69,3 @@ class LeaderElector {
 };
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_LEADER_ELECTION_H_

@@ -1,28 +1,31 @@
 // minicluster-controller: `run` (default) reconciles MiniClusters;
 // `render -f FILE` prints the Service and Job for a MiniCluster manifest.
+// This file parses flags and wires the parts together; controller.h runs
+// them.
 #include <pthread.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <ctime>
+#include <expected>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
+#include <optional>
 #include <sstream>
 #include <thread>
-#include <vector>
 
-#include "health.h"
-#include "kube_client.h"
-#include "leader_election.h"
-#include "reconciler.h"
-#include "render.h"
-#include "stop_signal.h"
-#include "watch.h"
-#include "work_queue.h"
+#include "controller/controller.h"
+#include "controller/health.h"
+#include "controller/kube_client.h"
+#include "controller/leader_election.h"
+#include "controller/reconciler.h"
+#include "controller/render.h"
+#include "controller/stop_signal.h"
+#include "controller/watches.h"
+#include "controller/work_queue.h"
 
 namespace fcc::controller {
 namespace {
@@ -41,6 +44,11 @@ struct RunFlags {
   int resync_minutes = 10;
   std::string kueue_workload_api = "kueue.x-k8s.io/v1beta1";
   int watch_timeout_s = 300;
+};
+
+struct HealthAddress {
+  std::string host;
+  int port = 0;
 };
 
 // One JSON object per line: {"ts", "level", "msg"}.
@@ -82,186 +90,180 @@ std::string ReadWholeFile(const std::string& path) {
   return buf.str();
 }
 
-std::string ReplicaIdentity() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::mt19937_64 rng{std::random_device{}()};
-  char suffix[17];
-  std::snprintf(suffix, sizeof suffix, "%016llx",
-                static_cast<unsigned long long>(rng()));
-  return std::string(host) + "_" + suffix;
-}
+// SIGTERM and SIGINT stop `stop`. They are blocked in every thread (the
+// constructor runs before any other thread starts, and threads inherit
+// the mask) and taken by one thread, which polls so that it also ends
+// when `stop` comes from elsewhere.
+class SignalStopper {
+ public:
+  explicit SignalStopper(StopSignal& stop) : stop_(stop) {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGTERM);
+    sigaddset(&signals_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+    thread_ = std::thread([this] { Wait(); });
+  }
+  ~SignalStopper() {
+    stop_.Stop();
+    thread_.join();
+  }
 
-std::string NamespaceOf(const json& object) {
-  return object.value("metadata", json::object()).value("namespace", "");
-}
+ private:
+  void Wait() {
+    const timespec poll{0, 200'000'000};
+    while (!stop_.stopped()) {
+      const int sig = sigtimedwait(&signals_, nullptr, &poll);
+      if (sig <= 0) continue;
+      if (!stop_.stopped())
+        spdlog::info("received signal {}, shutting down", sig);
+      stop_.Stop();
+    }
+  }
 
-int Run(const RunFlags& flags, const DesiredOptions& desired_options) {
-  // SIGTERM/SIGINT are taken by one thread with sigwait; every other thread
-  // inherits the blocked mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignal& stop_;
+  sigset_t signals_;
+  std::thread thread_;
+};
 
-  KubeConfig config;
+std::optional<KubeConfig> LoadConfig(const RunFlags& flags) {
   try {
-    config = flags.kubeconfig.empty()
-                 ? InClusterConfig()
-                 : LoadKubeconfig(flags.kubeconfig, flags.context);
+    return flags.kubeconfig.empty()
+               ? InClusterConfig()
+               : LoadKubeconfig(flags.kubeconfig, flags.context);
   } catch (const std::exception& e) {
     spdlog::critical("{}", e.what());
-    return 2;
+    return std::nullopt;
   }
-  spdlog::info("minicluster-controller {} talking to {}", FCC_VERSION,
-               config.server);
-  KubeClient client(config);
-  KubeClientApi api(client);
+}
 
-  StopSignal stop;
+// nullopt without --leader-elect; an error when the Lease has no namespace.
+std::expected<std::optional<LeaderElectionOptions>, std::string>
+ElectionOptions(const RunFlags& flags, const KubeConfig& config) {
+  if (!flags.leader_elect) return std::nullopt;
+  LeaderElectionOptions le;
+  le.namespace_name = flags.leader_election_namespace.empty()
+                          ? config.namespace_name
+                          : flags.leader_election_namespace;
+  le.name = flags.leader_election_id;
+  le.identity = ReplicaIdentity();
+  if (le.namespace_name.empty()) {
+    return std::unexpected(
+        "--leader-elect needs --leader-election-namespace outside a cluster");
+  }
+  return le;
+}
+
+// Runs the controller until a signal (0) or a lost lease (1).
+int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
+                   const KubeClient& client,
+                   const std::optional<LeaderElectionOptions>& election,
+                   const HealthAddress& health_address, StopSignal& stop) {
   WorkQueue queue;
-  ObjectStore miniclusters, services, jobs, workloads;
+  Watches watches(client, {flags.watch_namespace, flags.kueue_workload_api,
+                           flags.watch_timeout_s});
+  HealthServer health(health_address.host, health_address.port,
+                      [&] { return watches.HasSynced(); });
+  if (!health.Start()) return 2;
+  KubeClientApi api(client);
+  Reconciler reconciler(watches.caches(), api, desired);
+  Controller controller(
+      {flags.workers, std::chrono::minutes(flags.resync_minutes)}, watches,
+      queue, reconciler);
+  // The caches fill while a standby waits for the lease.
+  watches.Start(stop);
+  int exit_code = 0;
+  if (election) {
+    LeaderElector elector(client, *election);
+    if (!elector.RunWhileLeading(stop, [&] { controller.Run(stop); }))
+      exit_code = 1;
+  } else {
+    controller.Run(stop);
+  }
+  health.Stop();
+  return exit_code;
+}
 
-  auto enqueue_owner = [&](const json& object, const char* kind) {
-    const std::string owner = ControllerOwnerName(object, kind);
-    if (!owner.empty()) queue.Add(NamespaceOf(object) + "/" + owner);
-  };
-  const std::string ns = flags.watch_namespace;
-  const std::string ours = kNameLabel;  // label-existence selector
-  auto options = [&](std::string name, std::string path, std::string selector) {
-    Informer::Options o;
-    o.name = std::move(name);
-    o.collection_path = std::move(path);
-    o.label_selector = std::move(selector);
-    o.watch_timeout_s = flags.watch_timeout_s;
-    return o;
-  };
-  Informer mc_informer(
-      client,
-      options("miniclusters", CollectionPath(kApiVersion, kPlural, ns), ""),
-      miniclusters,
-      [&](WatchEvent::Type, const json& o) { queue.Add(ObjectKey(o)); });
-  Informer svc_informer(
-      client, options("services", CollectionPath("v1", "services", ns), ours),
-      services,
-      [&](WatchEvent::Type, const json& o) { enqueue_owner(o, kKind); });
-  Informer::Options job_options =
-      options("jobs", CollectionPath("batch/v1", "jobs", ns), ours);
-  job_options.trim = TrimJobForCache;
-  Informer job_informer(
-      client, job_options, jobs,
-      [&](WatchEvent::Type, const json& o) { enqueue_owner(o, kKind); });
-  Informer::Options wl_options =
-      options("kueue workloads",
-              CollectionPath(flags.kueue_workload_api, "workloads", ns), "");
-  wl_options.optional = true;  // Kueue is optional
-  Informer wl_informer(client, wl_options, workloads,
-                       [&](WatchEvent::Type, const json& o) {
-                         // A Workload is owned by the Job, which has the
-                         // MiniCluster's name.
-                         const std::string job = ControllerOwnerName(o, "Job");
-                         const std::string key = NamespaceOf(o) + "/" + job;
-                         if (!job.empty() && miniclusters.Get(key))
-                           queue.Add(key);
-                       });
-
-  auto caches_synced = [&] {
-    return mc_informer.HasSynced() && svc_informer.HasSynced() &&
-           job_informer.HasSynced() && wl_informer.HasSynced();
-  };
-
-  std::string health_host;
-  int health_port = 0;
-  if (!ParseListenAddress(flags.health_address, &health_host, &health_port)) {
+int Run(const RunFlags& flags, const DesiredOptions& desired) {
+  StopSignal stop;
+  SignalStopper signals(stop);
+  const auto config = LoadConfig(flags);
+  if (!config) return 2;
+  spdlog::info("minicluster-controller {} talking to {}", FCC_VERSION,
+               config->server);
+  HealthAddress health_address;
+  if (!ParseListenAddress(flags.health_address, &health_address.host,
+                          &health_address.port)) {
     spdlog::critical("--health-addr: expected [host]:port, got \"{}\"",
                      flags.health_address);
     return 2;
   }
-  HealthServer health(health_host, health_port, caches_synced);
-  if (!health.Start()) return 2;
-
-  int exit_code = 0;
-  std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (!stop.stopped()) spdlog::info("received signal {}, shutting down", sig);
-    stop.Stop();
-    queue.ShutDown();
-  });
-
-  std::vector<std::thread> threads;
-  for (Informer* informer :
-       {&mc_informer, &svc_informer, &job_informer, &wl_informer}) {
-    threads.emplace_back([informer, &stop] { informer->Run(stop); });
+  const auto election = ElectionOptions(flags, *config);
+  if (!election) {
+    spdlog::critical("{}", election.error());
+    return 2;
   }
-
-  std::optional<LeaderElector> elector;
-  if (flags.leader_elect) {
-    LeaderElectionOptions le;
-    le.namespace_ = flags.leader_election_namespace.empty()
-                        ? config.namespace_
-                        : flags.leader_election_namespace;
-    le.name = flags.leader_election_id;
-    le.identity = ReplicaIdentity();
-    if (le.namespace_.empty()) {
-      spdlog::critical(
-          "--leader-elect needs --leader-election-namespace outside a cluster");
-      stop.Stop();
-      queue.ShutDown();
-      exit_code = 2;
-    } else {
-      elector.emplace(client, le);
-      if (elector->Acquire(stop)) {
-        threads.emplace_back([&] {
-          if (!elector->KeepRenewing(stop)) {
-            exit_code = 1;  // another replica may act now: stop at once
-            stop.Stop();
-            queue.ShutDown();
-          }
-        });
-      }
-    }
-  }
-
-  // Reconcile only from complete caches: a partial cache would look like
-  // missing Jobs and cause duplicate creates.
-  while (!stop.stopped() && !caches_synced())
-    stop.WaitFor(std::chrono::milliseconds(100));
-  if (!stop.stopped())
-    spdlog::info("caches synced; starting {} workers", flags.workers);
-
-  Reconciler reconciler({miniclusters, services, jobs, workloads}, api,
-                        desired_options);
-  for (int i = 0; i < flags.workers && !stop.stopped(); ++i) {
-    threads.emplace_back([&] {
-      while (auto key = queue.Get()) {
-        if (reconciler.Reconcile(*key)) {
-          queue.Forget(*key);
-        } else {
-          const auto delay = queue.AddRateLimited(*key);
-          spdlog::info("minicluster {}: retrying in {} ms", *key,
-                       delay.count());
-        }
-        queue.Done(*key);
-      }
-    });
-  }
-  // Level-triggered safety net: revisit everything now and then.
-  threads.emplace_back([&] {
-    while (!stop.WaitFor(std::chrono::minutes(flags.resync_minutes))) {
-      for (const auto& key : miniclusters.Keys()) queue.Add(key);
-    }
-  });
-
-  for (auto& t : threads) t.join();
-  if (elector && exit_code == 0) elector->Release();
-  health.Stop();
-  // The signal thread still waits when we stop for another reason.
-  pthread_kill(signal_thread.native_handle(), SIGTERM);
-  signal_thread.join();
+  KubeClient client(*config);
+  const int exit_code =
+      RunReconciling(flags, desired, client, *election, health_address, stop);
   spdlog::info("stopped");
   return exit_code;
+}
+
+void AddRunFlags(CLI::App* cmd, RunFlags& flags) {
+  // Accepted before or after "run", so the default subcommand can be omitted.
+  cmd->add_option(
+      "--kubeconfig", flags.kubeconfig,
+      "kubeconfig to use outside a cluster (default: in-cluster config)");
+  cmd->add_option("--context", flags.context, "kubeconfig context");
+  cmd->add_option("--namespace", flags.watch_namespace,
+                  "watch only this namespace (default: all)");
+  cmd->add_flag("--leader-elect", flags.leader_elect,
+                "elect a leader through a Lease so only one replica acts");
+  cmd->add_option("--leader-election-namespace",
+                  flags.leader_election_namespace,
+                  "namespace of the Lease (default: the pod's namespace)");
+  cmd->add_option("--leader-election-id", flags.leader_election_id,
+                  "name of the Lease");
+  cmd->add_option("--health-addr", flags.health_address,
+                  "address of /healthz and /readyz");
+  cmd->add_option("--workers", flags.workers, "concurrent reconciles")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--resync-minutes", flags.resync_minutes,
+                  "revisit every MiniCluster this often")
+      ->check(CLI::Range(1, 1440));
+  cmd->add_option("--kueue-workload-api", flags.kueue_workload_api,
+                  "apiVersion of Kueue's Workload");
+  // Short values let tests see watches closed by the server and resumed.
+  cmd->add_option("--watch-timeout-seconds", flags.watch_timeout_s,
+                  "ask the API server to end each watch after this long")
+      ->check(CLI::Range(1, 3600));
+}
+
+struct CommonFlags {
+  std::string log_format = "text";
+  std::string log_level = "info";
+  DesiredOptions desired;
+};
+
+void AddCommonFlags(CLI::App* cmd, CommonFlags& flags) {
+  // Also after "run": the Deployment passes `run --log-format=json`.
+  cmd->add_option("--log-format", flags.log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--log-level", flags.log_level,
+                  "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  cmd->add_option("--cluster-domain", flags.desired.cluster_domain,
+                  "cluster DNS domain brokers use to reach each other");
+}
+
+int Render(const std::string& file, const DesiredOptions& desired) {
+  try {
+    std::cout << RenderMiniCluster(ReadWholeFile(file), desired);
+  } catch (const std::exception& e) {
+    std::cerr << "render " << file << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -273,48 +275,13 @@ int main(int argc, char** argv) {
       "minicluster-controller: runs Flux MiniClusters as suspended Indexed "
       "Jobs"};
   app.set_version_flag("--version", FCC_VERSION);
-  std::string log_format = "text";
-  std::string log_level = "info";
-  DesiredOptions desired;
+  CommonFlags common;
   RunFlags flags;
   auto* run = app.add_subcommand("run", "reconcile MiniClusters (the default)");
   for (CLI::App* cmd : {static_cast<CLI::App*>(&app), run}) {
-    // Also after "run": the Deployment passes `run --log-format=json`.
-    cmd->add_option("--log-format", log_format, "text or json")
-        ->check(CLI::IsMember({"text", "json"}));
-    cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error")
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-    cmd->add_option("--cluster-domain", desired.cluster_domain,
-                    "cluster DNS domain brokers use to reach each other");
-    // Accepted before or after "run", so the default subcommand can be omitted.
-    cmd->add_option(
-        "--kubeconfig", flags.kubeconfig,
-        "kubeconfig to use outside a cluster (default: in-cluster config)");
-    cmd->add_option("--context", flags.context, "kubeconfig context");
-    cmd->add_option("--namespace", flags.watch_namespace,
-                    "watch only this namespace (default: all)");
-    cmd->add_flag("--leader-elect", flags.leader_elect,
-                  "elect a leader through a Lease so only one replica acts");
-    cmd->add_option("--leader-election-namespace",
-                    flags.leader_election_namespace,
-                    "namespace of the Lease (default: the pod's namespace)");
-    cmd->add_option("--leader-election-id", flags.leader_election_id,
-                    "name of the Lease");
-    cmd->add_option("--health-addr", flags.health_address,
-                    "address of /healthz and /readyz");
-    cmd->add_option("--workers", flags.workers, "concurrent reconciles")
-        ->check(CLI::Range(1, 64));
-    cmd->add_option("--resync-minutes", flags.resync_minutes,
-                    "revisit every MiniCluster this often")
-        ->check(CLI::Range(1, 1440));
-    cmd->add_option("--kueue-workload-api", flags.kueue_workload_api,
-                    "apiVersion of Kueue's Workload");
-    // Short values let tests see watches closed by the server and resumed.
-    cmd->add_option("--watch-timeout-seconds", flags.watch_timeout_s,
-                    "ask the API server to end each watch after this long")
-        ->check(CLI::Range(1, 3600));
+    AddCommonFlags(cmd, common);
+    AddRunFlags(cmd, flags);
   }
-
   std::string render_file;
   auto* render = app.add_subcommand(
       "render", "print the Service and Job for a MiniCluster");
@@ -324,16 +291,7 @@ int main(int argc, char** argv) {
       ->required();
 
   CLI11_PARSE(app, argc, argv);
-  SetUpLogging(log_format, log_level);
-
-  if (*render) {
-    try {
-      std::cout << RenderMiniCluster(ReadWholeFile(render_file), desired);
-    } catch (const std::exception& e) {
-      std::cerr << "render " << render_file << ": " << e.what() << "\n";
-      return 1;
-    }
-    return 0;
-  }
-  return Run(flags, desired);
+  SetUpLogging(common.log_format, common.log_level);
+  if (*render) return Render(render_file, common.desired);
+  return Run(flags, common.desired);
 }

@@ -1,8 +1,7 @@
 // The MiniCluster custom resource (minicluster.dev/v1alpha1) as the
 // controller sees it: parsed from the API server's JSON, validated and
 // defaulted. Pure: no I/O.
-#ifndef FCC_CONTROLLER_MINICLUSTER_H_
-#define FCC_CONTROLLER_MINICLUSTER_H_
+#pragma once
 
 #include <cstdint>
 #include <map>
@@ -13,8 +12,6 @@
 
 namespace fcc::controller {
 
-inline constexpr char kGroup[] = "minicluster.dev";
-inline constexpr char kVersion[] = "v1alpha1";
 inline constexpr char kApiVersion[] = "minicluster.dev/v1alpha1";
 inline constexpr char kKind[] = "MiniCluster";
 inline constexpr char kPlural[] = "miniclusters";
@@ -58,7 +55,7 @@ struct MiniClusterSpec {
 
 struct MiniCluster {
   std::string name;
-  std::string namespace_;
+  std::string namespace_name;
   std::string uid;
   int64_t generation = 0;
   std::map<std::string, std::string> labels;
@@ -89,5 +86,3 @@ ParseResult ParseMiniCluster(const nlohmann::json& object);
 bool IsDns1035Label(const std::string& name);
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_MINICLUSTER_H_

@@ -1,8 +1,8 @@
-#include "render.h"
+#include "controller/render.h"
 
 #include <stdexcept>
 
-#include "yaml_json.h"
+#include "controller/yaml_json.h"
 
 namespace fcc::controller {
 

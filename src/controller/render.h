@@ -1,11 +1,10 @@
 // `minicluster-controller render`: the Service and Job the reconciler would
 // create for a MiniCluster manifest, as a YAML stream.
-#ifndef FCC_CONTROLLER_RENDER_H_
-#define FCC_CONTROLLER_RENDER_H_
+#pragma once
 
 #include <string>
 
-#include "desired.h"
+#include "controller/desired.h"
 
 namespace fcc::controller {
 
@@ -22,5 +21,3 @@ std::string RenderMiniCluster(const std::string& manifest,
                               const DesiredOptions& options);
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_RENDER_H_

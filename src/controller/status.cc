@@ -1,13 +1,17 @@
-#include "status.h"
+#include "controller/status.h"
 
+#include <algorithm>
 #include <ctime>
 
-#include "desired.h"
+#include "controller/desired.h"
+#include "controller/object_meta.h"
 
 namespace fcc::controller {
 namespace {
 
 using nlohmann::json;
+
+constexpr char kJobUidLabel[] = "kueue.x-k8s.io/job-uid";
 
 constexpr const char* kConditionTypes[] = {"Queued", "Running", "Succeeded",
                                            "Failed"};
@@ -134,7 +138,7 @@ std::string StateName(State state) {
 
 WorkloadSummary SummarizeWorkload(const json& workload) {
   WorkloadSummary s;
-  s.name = workload.value("metadata", json::object()).value("name", "");
+  s.name = ObjectMeta(workload).name();
   const json status = workload.value("status", json::object());
   s.cluster_queue =
       status.value("admission", json::object()).value("clusterQueue", "");
@@ -169,22 +173,27 @@ WorkloadSummary SummarizeWorkload(const json& workload) {
   return s;
 }
 
+std::vector<std::string> JobUidsOfWorkload(const json& workload) {
+  const ObjectMeta meta(workload);
+  std::vector<std::string> uids;
+  for (const json& ref : meta.owner_references()) {
+    const std::string& uid = StringAt(ref, "uid");
+    if (StringAt(ref, "kind") == "Job" && !uid.empty()) uids.push_back(uid);
+  }
+  const std::string& labelled = meta.label(kJobUidLabel);
+  if (!labelled.empty() &&
+      std::find(uids.begin(), uids.end(), labelled) == uids.end())
+    uids.push_back(labelled);
+  return uids;
+}
+
 const json* FindWorkloadForJob(const std::vector<json>& workloads,
                                const json& job) {
-  const std::string uid =
-      job.value("metadata", json::object()).value("uid", "");
+  const std::string& uid = ObjectMeta(job).uid();
   if (uid.empty()) return nullptr;
   for (const auto& wl : workloads) {
-    const json meta = wl.value("metadata", json::object());
-    for (const auto& ref : meta.value("ownerReferences", json::array())) {
-      if (ref.value("kind", "") == "Job" && ref.value("uid", "") == uid) {
-        return &wl;
-      }
-    }
-    if (meta.value("labels", json::object())
-            .value("kueue.x-k8s.io/job-uid", "") == uid) {
-      return &wl;
-    }
+    const auto uids = JobUidsOfWorkload(wl);
+    if (std::find(uids.begin(), uids.end(), uid) != uids.end()) return &wl;
   }
   return nullptr;
 }

@@ -6,8 +6,7 @@
 //   jobName: <the Job>
 //   workload: {name, admitted, clusterQueue, reason, message}  # with Kueue
 //   conditions: Queued, Running, Succeeded, Failed  (metav1.Condition)
-#ifndef FCC_CONTROLLER_STATUS_H_
-#define FCC_CONTROLLER_STATUS_H_
+#pragma once
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -15,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "minicluster.h"
+#include "controller/minicluster.h"
 
 namespace fcc::controller {
 
@@ -34,8 +33,13 @@ struct WorkloadSummary {
 };
 WorkloadSummary SummarizeWorkload(const nlohmann::json& workload);
 
-// The Workload Kueue made for `job`: it has an ownerReference to the Job's
-// uid (Kueue also sets label kueue.x-k8s.io/job-uid; either identifies it).
+// The uids of the Jobs `workload` belongs to: Kueue gives the Workload it
+// makes for a Job an ownerReference to the Job and the label
+// kueue.x-k8s.io/job-uid; either identifies the Job. The one definition of
+// "the Workload of this Job": the Workload cache is indexed by it.
+std::vector<std::string> JobUidsOfWorkload(const nlohmann::json& workload);
+
+// The first of `workloads` that belongs to `job` (JobUidsOfWorkload).
 const nlohmann::json* FindWorkloadForJob(
     const std::vector<nlohmann::json>& workloads, const nlohmann::json& job);
 
@@ -57,5 +61,3 @@ nlohmann::json InvalidSpecStatus(const MiniCluster& mc,
                                  const std::string& now);
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_STATUS_H_

@@ -2,8 +2,7 @@
 // once, a key being processed is never handed to a second worker, and a
 // key added while processed is processed again afterwards. Failed keys
 // come back after a per-key exponential delay.
-#ifndef FCC_CONTROLLER_WORK_QUEUE_H_
-#define FCC_CONTROLLER_WORK_QUEUE_H_
+#pragma once
 
 #include <chrono>
 #include <condition_variable>
@@ -53,5 +52,3 @@ class WorkQueue {
 };
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_WORK_QUEUE_H_

@@ -1,4 +1,4 @@
-#include "yaml_json.h"
+#include "controller/yaml_json.h"
 
 #include <yaml-cpp/yaml.h>
 

@@ -1,7 +1,6 @@
 // JSON <-> YAML for `render` output and for reading YAML inputs
 // (a MiniCluster manifest, a kubeconfig). Built on yaml-cpp.
-#ifndef FCC_CONTROLLER_YAML_JSON_H_
-#define FCC_CONTROLLER_YAML_JSON_H_
+#pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,5 +20,3 @@ std::string JsonToYaml(const nlohmann::json& value);
 std::vector<nlohmann::json> YamlToJson(const std::string& text);
 
 }  // namespace fcc::controller
-
-#endif  // FCC_CONTROLLER_YAML_JSON_H_

@@ -1,4 +1,4 @@
-#include "desired.h"
+#include "controller/desired.h"
 
 #include <gtest/gtest.h>
 
@@ -152,8 +152,9 @@ TEST(DesiredJob, BrokerListensOnTheFixedLocalUriNamedByFluxUri) {
     EXPECT_NE(Script(job).find(" -Slocal-uri=local:///run/flux/local"),
               std::string::npos)
         << Script(job);
-    EXPECT_EQ(Broker(job)["env"][0],
-              (json{{"name", "FLUX_URI"}, {"value", "local:///run/flux/local"}}));
+    EXPECT_EQ(
+        Broker(job)["env"][0],
+        (json{{"name", "FLUX_URI"}, {"value", "local:///run/flux/local"}}));
     EXPECT_NE(Script(job).find("mkdir -p /etc/flux/minicluster/config "
                                "/run/flux\n"),
               std::string::npos)

@@ -1,4 +1,4 @@
-#include "kube_client.h"
+#include "controller/kube_client.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -57,7 +57,7 @@ users:
   EXPECT_EQ(config.ca_pem, "CA-PEM");
   EXPECT_EQ(config.client_cert_pem, "CERT-PEM");
   EXPECT_EQ(config.client_key_pem, "KEY-PEM");
-  EXPECT_EQ(config.namespace_, "team-a");
+  EXPECT_EQ(config.namespace_name, "team-a");
   EXPECT_TRUE(config.token.empty());
 }
 

@@ -1,4 +1,4 @@
-#include "minicluster.h"
+#include "controller/minicluster.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@ TEST(MiniClusterParse, ReadsSpecAndDefaults) {
   ASSERT_TRUE(r.ok()) << r.ErrorText();
   const MiniCluster& mc = *r.minicluster;
   EXPECT_EQ(mc.name, "demo");
-  EXPECT_EQ(mc.namespace_, "science");
+  EXPECT_EQ(mc.namespace_name, "science");
   EXPECT_EQ(mc.generation, 3);
   EXPECT_EQ(mc.spec.size, 4);
   EXPECT_EQ(mc.spec.broker_port, 8050);

@@ -1,7 +1,8 @@
-#include "reconciler.h"
+#include "controller/reconciler.h"
 
 #include <gtest/gtest.h>
 
+#include "controller/status.h"
 #include "test_objects.h"
 
 namespace fcc::controller {
@@ -208,7 +209,8 @@ class RecordingApi : public KubeApi {
 };
 
 struct Fixture {
-  ObjectStore miniclusters, services, jobs, workloads;
+  ObjectStore miniclusters, services, jobs;
+  ObjectStore workloads{JobUidsOfWorkload};  // as the controller's Watches
   RecordingApi api;
   Reconciler reconciler{
       {miniclusters, services, jobs, workloads}, api, kOptions};
@@ -217,7 +219,7 @@ struct Fixture {
 TEST(Reconciler, CreatesFromCachesThroughTheApi) {
   Fixture f;
   f.miniclusters.Upsert(MiniClusterObject());
-  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
   ASSERT_EQ(f.api.calls.size(), 3u);
   EXPECT_EQ(f.api.calls[1].verb, "create");
   EXPECT_EQ(f.api.calls[1].body["kind"], "Job");
@@ -232,7 +234,7 @@ TEST(Reconciler, StatusAfterCreateIsComputedFromTheCreatedJob) {
   mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
   f.miniclusters.Upsert(mc);
   f.api.create_body = StoredJob(mc, true).dump();
-  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
   ASSERT_EQ(f.api.calls.size(), 3u);  // service, create, status
   const json status = f.api.calls[2].body["status"];
   EXPECT_EQ(status["state"], "Queued");
@@ -245,7 +247,7 @@ TEST(Reconciler, StatusAfterCreateIsComputedFromTheCreatedJob) {
   f.services.Upsert(StoredService(mc));
   f.jobs.Upsert(StoredJob(mc, true));
   f.api.calls.clear();
-  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
   EXPECT_TRUE(f.api.calls.empty());
 }
 
@@ -254,54 +256,102 @@ TEST(Reconciler, AlreadyExistsOnCreateIsNotAnError) {
   f.miniclusters.Upsert(MiniClusterObject());
   f.api.create_status = 409;
   f.api.get_body = StoredJob(MiniClusterObject(), true).dump();
-  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
 }
 
 // A Job of that name without our label is invisible to the Job cache: the
 // 409 is the only sign. Report it and retry until the name is free.
+// Also when the MiniCluster already shows the status planned without a
+// Job (an earlier create failed), so the plan holds no status write.
 TEST(Reconciler, ForeignJobOnCreateIsReportedAndRetried) {
+  for (bool status_shown : {false, true}) {
+    Fixture f;
+    json mc = MiniClusterObject();
+    if (status_shown)
+      mc["status"] = PlanReconcile({&mc}, kOptions, kNow).back().body["status"];
+    f.miniclusters.Upsert(mc);
+    f.api.create_status = 409;
+    f.api.get_body =
+        R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
+    EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+              RetryReason::kJobNameTaken);
+    ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
+    EXPECT_EQ(f.api.calls[2].verb, "get");
+    EXPECT_EQ(f.api.calls[2].path,
+              "/apis/batch/v1/namespaces/science/jobs/demo");
+    EXPECT_EQ(f.api.calls[3].body["status"]["conditions"][0]["reason"],
+              "JobNameTaken");
+  }
+}
+
+// The Job exists and is ours (created by an earlier reconcile whose watch
+// event has not arrived yet): the status comes from that Job.
+TEST(Reconciler, OwnJobOnCreateGivesTheStatusOfThatJob) {
   Fixture f;
   f.miniclusters.Upsert(MiniClusterObject());
   f.api.create_status = 409;
-  f.api.get_body =
-      R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
-  EXPECT_FALSE(f.reconciler.Reconcile("science/demo"));
+  f.api.get_body = StoredJob(MiniClusterObject(), true).dump();
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
   ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
-  EXPECT_EQ(f.api.calls[2].verb, "get");
-  EXPECT_EQ(f.api.calls[2].path, "/apis/batch/v1/namespaces/science/jobs/demo");
-  EXPECT_EQ(f.api.calls[3].body["status"]["conditions"][0]["reason"],
-            "JobNameTaken");
+  EXPECT_EQ(f.api.calls[3].body["status"]["state"], "Queued");
+}
+
+// Without the Job the status cannot be told: nothing more is written.
+TEST(Reconciler, UnreadableJobAfterConflictIsRetriedWithoutStatus) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.create_status = 409;
+  f.api.get_status = 500;
+  EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+            RetryReason::kJobLookupFailed);
+  ASSERT_EQ(f.api.calls.size(), 3u);  // service, create, get
 }
 
 TEST(Reconciler, FailedApplyAsksForRetry) {
   Fixture f;
   f.miniclusters.Upsert(MiniClusterObject());
   f.api.apply_status = 500;
-  EXPECT_FALSE(f.reconciler.Reconcile("science/demo"));
+  EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+            RetryReason::kWriteFailed);
 }
 
-TEST(Reconciler, UsesTheWorkloadOwnedByTheJob) {
+// A queued MiniCluster with its Service and Job in the caches and
+// `workload` in the Workload cache: the status its reconcile writes.
+json StatusWithWorkload(const json& workload) {
   Fixture f;
   json mc = MiniClusterObject();
   mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
   f.miniclusters.Upsert(mc);
   f.services.Upsert(StoredService(mc));
   f.jobs.Upsert(StoredJob(mc, true));
-  f.workloads.Upsert(
+  f.workloads.Upsert(workload);
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_EQ(f.api.calls.size(), 1u);
+  return f.api.calls.size() == 1 ? f.api.calls[0].body["status"] : json();
+}
+
+TEST(Reconciler, UsesTheWorkloadOwnedByTheJob) {
+  const json status = StatusWithWorkload(
       json::parse(R"({"metadata": {"name": "job-demo-1", "namespace": "science",
       "ownerReferences": [{"kind": "Job", "name": "demo", "uid": "job-uid", "controller": true}]},
       "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
         "reason": "Pending", "message": "insufficient unused quota for cpu"}]}})"));
-  EXPECT_TRUE(f.reconciler.Reconcile("science/demo"));
-  ASSERT_EQ(f.api.calls.size(), 1u);
-  EXPECT_EQ(f.api.calls[0].body["status"]["workload"]["name"], "job-demo-1");
-  EXPECT_EQ(f.api.calls[0].body["status"]["conditions"][0]["message"],
+  EXPECT_EQ(status["workload"]["name"], "job-demo-1");
+  EXPECT_EQ(status["conditions"][0]["message"],
             "insufficient unused quota for cpu");
+}
+
+// The same rule as FindWorkloadForJob: Kueue's job-uid label is enough.
+TEST(Reconciler, UsesTheWorkloadLabelledWithTheJobUid) {
+  const json status = StatusWithWorkload(json::parse(
+      R"({"metadata": {"name": "job-demo-2", "namespace": "science",
+      "labels": {"kueue.x-k8s.io/job-uid": "job-uid"}}})"));
+  EXPECT_EQ(status["workload"]["name"], "job-demo-2");
 }
 
 TEST(Reconciler, MissingMiniClusterIsDone) {
   Fixture f;
-  EXPECT_TRUE(f.reconciler.Reconcile("science/gone"));
+  EXPECT_FALSE(f.reconciler.Reconcile("science/gone").retry());
   EXPECT_TRUE(f.api.calls.empty());
 }
 

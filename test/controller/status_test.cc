@@ -1,4 +1,4 @@
-#include "status.h"
+#include "controller/status.h"
 
 #include <gtest/gtest.h>
 

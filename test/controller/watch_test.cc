@@ -1,10 +1,13 @@
-#include "watch.h"
-
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "work_queue.h"
+#include "controller/backoff.h"
+#include "controller/line_buffer.h"
+#include "controller/object_meta.h"
+#include "controller/object_store.h"
+#include "controller/watch_event.h"
+#include "controller/work_queue.h"
 
 namespace fcc::controller {
 namespace {
@@ -13,62 +16,56 @@ using nlohmann::json;
 using Type = WatchEvent::Type;
 
 TEST(ParseWatchEvent, AddedModifiedDeleted) {
-  std::string error;
   for (auto [word, type] : {std::pair{"ADDED", Type::kAdded},
                             {"MODIFIED", Type::kModified},
                             {"DELETED", Type::kDeleted}}) {
     auto e = ParseWatchEvent(
         std::string(R"({"type":")") + word +
-            R"(","object":{"metadata":{"name":"a","resourceVersion":"7"}}})",
-        &error);
-    ASSERT_TRUE(e) << error;
+        R"(","object":{"metadata":{"name":"a","resourceVersion":"7"}}})");
+    ASSERT_TRUE(e) << e.error();
     EXPECT_EQ(e->type, type);
     EXPECT_EQ(e->object["metadata"]["name"], "a");
   }
 }
 
 TEST(ParseWatchEvent, Bookmark) {
-  std::string error;
   auto e = ParseWatchEvent(
-      R"({"type":"BOOKMARK","object":{"kind":"Job","apiVersion":"batch/v1","metadata":{"resourceVersion":"12345","annotations":{"k8s.io/initial-events-end":"true"}}}})",
-      &error);
-  ASSERT_TRUE(e) << error;
+      R"({"type":"BOOKMARK","object":{"kind":"Job","apiVersion":"batch/v1","metadata":{"resourceVersion":"12345","annotations":{"k8s.io/initial-events-end":"true"}}}})");
+  ASSERT_TRUE(e) << e.error();
   EXPECT_EQ(e->type, Type::kBookmark);
   EXPECT_EQ(e->object["metadata"]["resourceVersion"], "12345");
 }
 
 TEST(ParseWatchEvent, GoneErrorEvent) {
-  std::string error;
   auto e = ParseWatchEvent(
-      R"json({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}})json",
-      &error);
-  ASSERT_TRUE(e) << error;
+      R"json({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}})json");
+  ASSERT_TRUE(e) << e.error();
   EXPECT_EQ(e->type, Type::kError);
   EXPECT_EQ(e->error_code, 410);
   EXPECT_EQ(e->error_message, "too old resource version: 1 (2)");
 }
 
 TEST(ParseWatchEvent, RejectsGarbage) {
-  std::string error;
-  EXPECT_FALSE(ParseWatchEvent("not json", &error));
-  EXPECT_FALSE(ParseWatchEvent(R"({"type":"SHRUG","object":{}})", &error));
-  EXPECT_NE(error.find("SHRUG"), std::string::npos);
-  EXPECT_FALSE(
-      ParseWatchEvent(R"({"type":"ADDED","object":{"metadata":{}}})", &error));
+  EXPECT_FALSE(ParseWatchEvent("not json"));
+  const auto shrug = ParseWatchEvent(R"({"type":"SHRUG","object":{}})");
+  ASSERT_FALSE(shrug);
+  EXPECT_NE(shrug.error().find("SHRUG"), std::string::npos);
+  EXPECT_FALSE(ParseWatchEvent(R"({"type":"ADDED","object":{"metadata":{}}})"));
 }
 
 TEST(LineBuffer, ReassemblesLinesAcrossChunks) {
   LineBuffer b;
-  std::string line;
   b.Append("{\"a\":");
-  EXPECT_FALSE(b.NextLine(&line));
+  EXPECT_FALSE(b.NextLine());
   b.Append("1}\n{\"b\"");
-  ASSERT_TRUE(b.NextLine(&line));
-  EXPECT_EQ(line, "{\"a\":1}");
-  EXPECT_FALSE(b.NextLine(&line));
+  auto line = b.NextLine();
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "{\"a\":1}");
+  EXPECT_FALSE(b.NextLine());
   b.Append(":2}\r\n");
-  ASSERT_TRUE(b.NextLine(&line));
-  EXPECT_EQ(line, "{\"b\":2}");
+  line = b.NextLine();
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "{\"b\":2}");
 }
 
 TEST(Backoff, GrowsToTheCeilingAndResets) {
@@ -92,14 +89,14 @@ TEST(ObjectStore, IndexesByControllerOwnerAndReplaces) {
   };
   store.Upsert(obj("a", "u1"));
   store.Upsert(obj("b", "u2"));
-  EXPECT_EQ(store.ByControllerUid("u1").size(), 1u);
+  EXPECT_EQ(store.ByIndex("u1").size(), 1u);
   store.Upsert(obj("a", "u2"));  // owner changed
-  EXPECT_TRUE(store.ByControllerUid("u1").empty());
-  EXPECT_EQ(store.ByControllerUid("u2").size(), 2u);
+  EXPECT_TRUE(store.ByIndex("u1").empty());
+  EXPECT_EQ(store.ByIndex("u2").size(), 2u);
   auto gone = store.Replace({obj("b", "u2")});
   EXPECT_EQ(gone, std::vector<std::string>{"ns/a"});
   EXPECT_FALSE(store.Get("ns/a"));
-  EXPECT_EQ(store.ByControllerUid("u2").size(), 1u);
+  EXPECT_EQ(store.ByIndex("u2").size(), 1u);
 }
 
 TEST(ControllerOwnerName, OnlyTheControllerOfThatKind) {

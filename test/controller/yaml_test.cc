@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "render.h"
-#include "yaml_json.h"
+#include "controller/render.h"
+#include "controller/yaml_json.h"
 
 namespace fcc::controller {
 namespace {

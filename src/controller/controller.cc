@@ -1,0 +1,104 @@
+#include "controller/controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "controller/minicluster.h"
+#include "controller/object_meta.h"
+
+namespace fcc::controller {
+
+using nlohmann::json;
+
+Controller::Controller(ControllerConfig config, Watches& watches,
+                       WorkQueue& queue, Reconciler& reconciler)
+    : config_(config),
+      watches_(watches),
+      queue_(queue),
+      reconciler_(reconciler) {
+  watches_.miniclusters().AddEventHandler(
+      [this](WatchEvent::Type, const json& o) { EnqueueMiniCluster(o); });
+  watches_.services().AddEventHandler(
+      [this](WatchEvent::Type, const json& o) { EnqueueOwner(o); });
+  watches_.jobs().AddEventHandler(
+      [this](WatchEvent::Type, const json& o) { EnqueueOwner(o); });
+  watches_.workloads().AddEventHandler(
+      [this](WatchEvent::Type, const json& o) { EnqueueWorkloadOwner(o); });
+}
+
+void Controller::EnqueueMiniCluster(const json& minicluster) {
+  queue_.Add(ObjectKey(minicluster));
+}
+
+void Controller::EnqueueOwner(const json& object) {
+  const std::string owner = ControllerOwnerName(object, kKind);
+  if (owner.empty()) return;
+  queue_.Add(ObjectMeta(object).namespace_name() + "/" + owner);
+}
+
+void Controller::EnqueueWorkloadOwner(const json& workload) {
+  // A Workload is owned by the Job, which has the MiniCluster's name.
+  const std::string job = ControllerOwnerName(workload, "Job");
+  if (job.empty()) return;
+  const std::string key = ObjectMeta(workload).namespace_name() + "/" + job;
+  if (watches_.caches().miniclusters.Get(key)) queue_.Add(key);
+}
+
+bool Controller::WaitForCacheSync(StopSignal& stop) const {
+  // Reconcile only from complete caches: a partial cache would look like
+  // missing Jobs and cause duplicate creates.
+  while (!stop.stopped() && !watches_.HasSynced())
+    stop.WaitFor(std::chrono::milliseconds(100));
+  return !stop.stopped();
+}
+
+void Controller::Run(StopSignal& stop) {
+  std::vector<std::thread> workers;
+  if (WaitForCacheSync(stop)) {
+    spdlog::info("caches synced; starting {} workers", config_.workers);
+    for (int i = 0; i < config_.workers; ++i)
+      workers.emplace_back([this] { RunWorker(); });
+    while (!stop.WaitFor(config_.resync_period)) {
+      for (const auto& key : watches_.caches().miniclusters.Keys())
+        queue_.Add(key);
+    }
+  }
+  queue_.ShutDown();
+  for (auto& worker : workers) worker.join();
+}
+
+void Controller::RunWorker() {
+  while (ProcessNextItem()) {
+  }
+}
+
+bool Controller::ProcessNextItem() {
+  const auto key = queue_.Get();
+  if (!key) return false;
+  const ReconcileResult result = SyncHandler(*key);
+  if (result.retry()) {
+    const auto delay = queue_.AddRateLimited(*key);
+    spdlog::info("minicluster {}: retrying in {} ms ({}: {})", *key,
+                 delay.count(), RetryReasonName(result.reason), result.detail);
+  } else {
+    queue_.Forget(*key);
+  }
+  queue_.Done(*key);
+  return true;
+}
+
+// The boundary of a reconcile: an exception (an object of an unexpected
+// shape, say) retries the key instead of ending the worker.
+ReconcileResult Controller::SyncHandler(const std::string& key) {
+  try {
+    return reconciler_.Reconcile(key);
+  } catch (const std::exception& e) {
+    spdlog::error("minicluster {}: reconcile failed: {}", key, e.what());
+    return ReconcileResult::Retry(RetryReason::kUnexpectedError, e.what());
+  }
+}
+
+}  // namespace fcc::controller

@@ -1,0 +1,56 @@
+// The MiniCluster controller, shaped like Kubernetes' sample-controller:
+// event handlers turn changes seen by the watches into MiniCluster keys on
+// a rate-limited queue; workers take keys off the queue and hand each to
+// the sync handler (the Reconciler), re-queueing with back-off what asks
+// for a retry.
+#pragma once
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "controller/reconciler.h"
+#include "controller/stop_signal.h"
+#include "controller/watches.h"
+#include "controller/work_queue.h"
+
+namespace fcc::controller {
+
+struct ControllerConfig {
+  int workers = 2;
+  // Level-triggered safety net: every MiniCluster is revisited this often.
+  std::chrono::minutes resync_period{10};
+};
+
+class Controller {
+ public:
+  // Registers the event handlers on `watches`, so it must run before
+  // watches.Start.
+  Controller(ControllerConfig config, Watches& watches, WorkQueue& queue,
+             Reconciler& reconciler);
+
+  // Waits for the caches to sync, then runs the workers and the resync
+  // until `stop`; shuts the queue down and joins the workers on the way out.
+  void Run(StopSignal& stop);
+
+ private:
+  void EnqueueMiniCluster(const nlohmann::json& minicluster);
+  // A Service or Job: its controller owner, the MiniCluster.
+  void EnqueueOwner(const nlohmann::json& object);
+  // A Workload: the MiniCluster of its Job.
+  void EnqueueWorkloadOwner(const nlohmann::json& workload);
+
+  // False if `stop` came first.
+  bool WaitForCacheSync(StopSignal& stop) const;
+  void RunWorker();
+  // Takes one key and syncs it; false once the queue is shut down.
+  bool ProcessNextItem();
+  ReconcileResult SyncHandler(const std::string& key);
+
+  const ControllerConfig config_;
+  Watches& watches_;
+  WorkQueue& queue_;
+  Reconciler& reconciler_;
+};
+
+}  // namespace fcc::controller

@@ -1,0 +1,169 @@
+#include "controller/plan.h"
+
+#include "controller/kube_client.h"
+#include "controller/object_meta.h"
+#include "controller/status.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+
+// The part of a desired object the API server echoes back unchanged
+// (list items carry no apiVersion/kind; the server adds defaults).
+json Comparable(const json& desired) {
+  json out{{"metadata",
+            {{"labels", desired["metadata"]["labels"]},
+             {"ownerReferences", desired["metadata"]["ownerReferences"]}}}};
+  if (desired.contains("spec")) out["spec"] = desired["spec"];
+  return out;
+}
+
+bool JobFinished(const json& job) {
+  const json& conditions = FieldAt(FieldAt(job, "status"), "conditions");
+  if (!conditions.is_array()) return false;
+  for (const auto& c : conditions) {
+    const std::string& type = StringAt(c, "type");
+    if ((type == "Complete" || type == "Failed") &&
+        StringAt(c, "status") == "True") {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool JobSuspended(const json& job) {
+  const json& suspend = FieldAt(FieldAt(job, "spec"), "suspend");
+  return suspend.is_boolean() && suspend.get<bool>();
+}
+
+Action StatusAction(const MiniCluster& mc, json status) {
+  return Action{
+      Action::Kind::kApplyStatus,
+      ObjectPath(kApiVersion, kPlural, mc.namespace_name, mc.name, "status"),
+      json{{"apiVersion", kApiVersion},
+           {"kind", kKind},
+           {"metadata", {{"name", mc.name}, {"namespace", mc.namespace_name}}},
+           {"status", std::move(status)}},
+      kFieldManager, true};
+}
+
+// The MiniCluster to act on; nullopt when it is gone, being deleted (the
+// garbage collector cleans up) or not a MiniCluster at all.
+std::optional<ParseResult> ParseObserved(const Observed& observed) {
+  if (observed.minicluster == nullptr ||
+      ObjectMeta(*observed.minicluster).deleting()) {
+    return std::nullopt;
+  }
+  ParseResult parsed = ParseMiniCluster(*observed.minicluster);
+  if (!parsed.minicluster) return std::nullopt;
+  return parsed;
+}
+
+// A Job of the MiniCluster's name that it does not control: a user's, or
+// the previous MiniCluster of this name still being garbage-collected.
+bool JobInTheWay(const MiniCluster& mc, const json* job) {
+  return job != nullptr && !ControlledBy(*job, mc.uid);
+}
+
+json JobNameTakenStatus(const MiniCluster& mc, const std::string& now) {
+  json status = ComputeStatus(mc, nullptr, nullptr, now);
+  status["conditions"][0]["reason"] = "JobNameTaken";
+  status["conditions"][0]["message"] =
+      "a Job named " + JobName(mc) +
+      " exists that this MiniCluster does not control; waiting for it to be "
+      "deleted";
+  return status;
+}
+
+std::optional<Action> StatusStep(const ParseResult& parsed,
+                                 const Observed& observed,
+                                 const std::string& now) {
+  const MiniCluster& mc = *parsed.minicluster;
+  json status = !parsed.ok() ? InvalidSpecStatus(mc, parsed.ErrorText(), now)
+                : JobInTheWay(mc, observed.job)
+                    ? JobNameTakenStatus(mc, now)
+                    : ComputeStatus(mc, observed.job, observed.workload, now);
+  if (status == mc.status) return std::nullopt;
+  return StatusAction(mc, std::move(status));
+}
+
+std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
+                                  const DesiredOptions& options) {
+  json service = DesiredService(mc, options);
+  if (observed != nullptr && IsSubset(Comparable(service), *observed))
+    return std::nullopt;
+  return Action{
+      Action::Kind::kApplyService,
+      ObjectPath("v1", "services", mc.namespace_name, ServiceName(mc)),
+      std::move(service), kFieldManager, true};
+}
+
+// An existing Job: its metadata, and spec.suspend of an unqueued one.
+void ExistingJobSteps(const MiniCluster& mc, const json& job,
+                      std::vector<Action>& actions) {
+  const std::string path =
+      ObjectPath("batch/v1", "jobs", mc.namespace_name, JobName(mc));
+  json metadata = JobApplyBody(mc);
+  if (!IsSubset(Comparable(metadata), job)) {
+    actions.push_back({Action::Kind::kApplyJob, path, std::move(metadata),
+                       kFieldManager, true});
+  }
+  const bool queued =
+      !mc.QueueName().empty() || ObjectMeta(job).has_label(kQueueNameLabel);
+  if (!queued && !JobFinished(job) && JobSuspended(job) != mc.spec.suspend) {
+    actions.push_back({Action::Kind::kSetJobSuspend, path,
+                       JobSuspendApplyBody(mc, mc.spec.suspend),
+                       kLauncherFieldManager, true});
+  }
+}
+
+}  // namespace
+
+std::string ActionName(Action::Kind kind) {
+  switch (kind) {
+    case Action::Kind::kApplyService:
+      return "apply Service";
+    case Action::Kind::kCreateJob:
+      return "create Job";
+    case Action::Kind::kApplyJob:
+      return "apply Job metadata";
+    case Action::Kind::kSetJobSuspend:
+      return "set Job suspend";
+    case Action::Kind::kApplyStatus:
+      return "apply status";
+  }
+  return "unknown";
+}
+
+std::vector<Action> PlanReconcile(const Observed& observed,
+                                  const DesiredOptions& options,
+                                  const std::string& now) {
+  std::vector<Action> actions;
+  const auto parsed = ParseObserved(observed);
+  if (!parsed) return actions;
+  const MiniCluster& mc = *parsed->minicluster;
+  if (parsed->ok()) {
+    if (auto service = ServiceStep(mc, observed.service, options))
+      actions.push_back(std::move(*service));
+    if (observed.job == nullptr) {
+      actions.push_back({Action::Kind::kCreateJob,
+                         CollectionPath("batch/v1", "jobs", mc.namespace_name),
+                         DesiredJob(mc, options), kCreateFieldManager, false});
+    } else if (!JobInTheWay(mc, observed.job)) {
+      ExistingJobSteps(mc, *observed.job, actions);
+    }
+  }
+  if (auto status = StatusStep(*parsed, observed, now))
+    actions.push_back(std::move(*status));
+  return actions;
+}
+
+std::optional<Action> PlanStatus(const Observed& observed,
+                                 const std::string& now) {
+  const auto parsed = ParseObserved(observed);
+  if (!parsed) return std::nullopt;
+  return StatusStep(*parsed, observed, now);
+}
+
+}  // namespace fcc::controller

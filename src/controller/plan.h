@@ -1,0 +1,76 @@
+// The plan step of a reconcile: what the caches show -> the writes that
+// bring the cluster to what the MiniCluster asks for. Pure.
+//
+// Who owns which Job field, and why the controller never fights Kueue:
+//  * The Job is created once with POST (field manager
+//    "minicluster-controller-create"). A POST fails with 409 if the Job
+//    exists, so a stale cache can never re-send `suspend: true` over
+//    Kueue's admission. Everything set only here - suspend, parallelism,
+//    completions, the pod template (labels, annotations, nodeSelector,
+//    tolerations, schedulingGates), the Kueue labels - is never sent again.
+//  * Afterwards the controller server-side-applies only the Job's own
+//    labels and ownerReference (field manager "minicluster-controller").
+//    With SSA a manager's apply removes fields it owned and now omits; since
+//    this manager never owned suspend, parallelism or the template, leaving
+//    them out cannot reset what Kueue set.
+//  * For an unqueued MiniCluster, spec.suspend is mirrored onto the Job by a
+//    third manager ("minicluster-controller-launcher") whose apply body
+//    holds only spec.suspend. It is never used for a queued Job (label on
+//    the MiniCluster or on the Job), where Kueue owns suspend.
+//  * The Service is fully owned: applied with force by
+//    "minicluster-controller".
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/desired.h"
+
+namespace fcc::controller {
+
+inline constexpr char kFieldManager[] = "minicluster-controller";
+inline constexpr char kCreateFieldManager[] = "minicluster-controller-create";
+inline constexpr char kLauncherFieldManager[] =
+    "minicluster-controller-launcher";
+
+// What the caches hold for one MiniCluster; nullptr means absent.
+struct Observed {
+  const nlohmann::json* minicluster = nullptr;
+  const nlohmann::json* service = nullptr;
+  const nlohmann::json* job = nullptr;
+  const nlohmann::json* workload = nullptr;
+};
+
+struct Action {
+  enum class Kind {
+    kApplyService,
+    kCreateJob,
+    kApplyJob,
+    kSetJobSuspend,
+    kApplyStatus
+  };
+  Kind kind;
+  std::string path;  // collection path for kCreateJob, object path otherwise
+  nlohmann::json body;
+  std::string field_manager;
+  bool force = true;
+};
+std::string ActionName(Action::Kind kind);
+
+// The writes needed to move the cluster from `observed` to what the
+// MiniCluster asks for, in order; a status write, if any, comes last. An
+// empty plan means nothing to do.
+std::vector<Action> PlanReconcile(const Observed& observed,
+                                  const DesiredOptions& options,
+                                  const std::string& now);
+
+// The status write alone that `observed` calls for (the last step of
+// PlanReconcile); nullopt when the MiniCluster already shows it. The
+// reconciler asks again when creating the Job showed it more than the
+// caches did (the created Job, or a Job of that name in the way).
+std::optional<Action> PlanStatus(const Observed& observed,
+                                 const std::string& now);
+
+}  // namespace fcc::controller

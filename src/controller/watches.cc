@@ -1,0 +1,78 @@
+#include "controller/watches.h"
+
+#include "controller/desired.h"
+#include "controller/minicluster.h"
+#include "controller/status.h"
+
+namespace fcc::controller {
+namespace {
+
+Informer::Options WatchOf(std::string name, std::string path,
+                          std::string label_selector,
+                          const WatchOptions& options) {
+  Informer::Options o;
+  o.name = std::move(name);
+  o.collection_path = std::move(path);
+  o.label_selector = std::move(label_selector);
+  o.watch_timeout_s = options.watch_timeout_s;
+  return o;
+}
+
+Informer::Options JobWatch(const WatchOptions& options) {
+  // Label-existence selector: only the Jobs the controller made.
+  auto o = WatchOf("jobs",
+                   CollectionPath("batch/v1", "jobs", options.namespace_name),
+                   kNameLabel, options);
+  o.trim = TrimJobForCache;
+  return o;
+}
+
+Informer::Options WorkloadWatch(const WatchOptions& options) {
+  auto o = WatchOf("kueue workloads",
+                   CollectionPath(options.kueue_workload_api, "workloads",
+                                  options.namespace_name),
+                   "", options);
+  o.optional = true;  // Kueue is optional
+  return o;
+}
+
+}  // namespace
+
+Watches::Watches(const KubeClient& client, const WatchOptions& options)
+    : workload_store_(JobUidsOfWorkload),
+      miniclusters_(
+          client,
+          WatchOf("miniclusters",
+                  CollectionPath(kApiVersion, kPlural, options.namespace_name),
+                  "", options),
+          minicluster_store_),
+      services_(
+          client,
+          WatchOf("services",
+                  CollectionPath("v1", "services", options.namespace_name),
+                  kNameLabel, options),
+          service_store_),
+      jobs_(client, JobWatch(options), job_store_),
+      workloads_(client, WorkloadWatch(options), workload_store_) {}
+
+Watches::~Watches() {
+  if (stop_ != nullptr) stop_->Stop();
+  for (auto& thread : threads_) thread.join();
+}
+
+Caches Watches::caches() const {
+  return {minicluster_store_, service_store_, job_store_, workload_store_};
+}
+
+bool Watches::HasSynced() const {
+  return miniclusters_.HasSynced() && services_.HasSynced() &&
+         jobs_.HasSynced() && workloads_.HasSynced();
+}
+
+void Watches::Start(StopSignal& stop) {
+  stop_ = &stop;
+  for (Informer* informer : {&miniclusters_, &services_, &jobs_, &workloads_})
+    threads_.emplace_back([informer, &stop] { informer->Run(stop); });
+}
+
+}  // namespace fcc::controller

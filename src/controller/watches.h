@@ -1,0 +1,50 @@
+// The informers the controller runs - MiniClusters, and the Services, Jobs
+// and Kueue Workloads made for them - and the stores they fill.
+#pragma once
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/informer.h"
+#include "controller/kube_client.h"
+#include "controller/object_store.h"
+#include "controller/reconciler.h"
+#include "controller/stop_signal.h"
+
+namespace fcc::controller {
+
+struct WatchOptions {
+  std::string namespace_name;  // empty: all namespaces
+  std::string kueue_workload_api = "kueue.x-k8s.io/v1beta1";
+  int watch_timeout_s = 300;
+};
+
+class Watches {
+ public:
+  Watches(const KubeClient& client, const WatchOptions& options);
+  // Stops and joins the informers if Start ran.
+  ~Watches();
+  Watches(const Watches&) = delete;
+  Watches& operator=(const Watches&) = delete;
+
+  // Register event handlers before Start.
+  Informer& miniclusters() { return miniclusters_; }
+  Informer& services() { return services_; }
+  Informer& jobs() { return jobs_; }
+  Informer& workloads() { return workloads_; }
+
+  Caches caches() const;
+  // Every informer has listed once (/readyz).
+  bool HasSynced() const;
+  // Runs each informer on a thread of its own until `stop`.
+  void Start(StopSignal& stop);
+
+ private:
+  ObjectStore minicluster_store_, service_store_, job_store_, workload_store_;
+  Informer miniclusters_, services_, jobs_, workloads_;
+  StopSignal* stop_ = nullptr;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace fcc::controller
