@@ -264,6 +264,26 @@ CLI::App* AddVerifyCommand(CLI::App& app, VerifyArgs& verify_args) {
   return verify_cmd;
 }
 
+int RunServe(driver::ServeOptions& serve, bool accept_readonly_false) {
+  if (accept_readonly_false) {
+    spdlog::warn(
+        "--accept-readonly-false is deprecated and has no effect: "
+        "readonly=false is accepted by default; remove the flag");
+  }
+  TuneForServing();
+  if (auto tmpfs = ChooseTmpfsOptions(serve.publisher); !tmpfs) {
+    spdlog::critical("refusing to serve: {}", tmpfs.error());
+    return 2;
+  }
+  spdlog::info(
+      "volume tmpfs: {}; SELinux context {}",
+      serve.publisher.noswap ? "noswap" : "swappable (no noswap before 6.4)",
+      serve.publisher.selinux_context.empty()
+          ? "none"
+          : serve.publisher.selinux_context);
+  return driver::Serve(serve);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,25 +327,7 @@ int main(int argc, char** argv) {
     std::cerr << logging.error() << "\n";
     return 2;
   }
-  if (*serve_cmd) {
-    if (accept_readonly_false) {
-      spdlog::warn(
-          "--accept-readonly-false is deprecated and has no effect: "
-          "readonly=false is accepted by default; remove the flag");
-    }
-    TuneForServing();
-    if (auto tmpfs = ChooseTmpfsOptions(serve.publisher); !tmpfs) {
-      spdlog::critical("refusing to serve: {}", tmpfs.error());
-      return 2;
-    }
-    spdlog::info(
-        "volume tmpfs: {}; SELinux context {}",
-        serve.publisher.noswap ? "noswap" : "swappable (no noswap before 6.4)",
-        serve.publisher.selinux_context.empty()
-            ? "none"
-            : serve.publisher.selinux_context);
-    return driver::Serve(serve);
-  }
+  if (*serve_cmd) return RunServe(serve, accept_readonly_false);
   if (*cert_cmd) return PrintCert(cert_args);
   if (*verify_cmd) return VerifyCert(verify_args);
   return 2;
