@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 
@@ -47,6 +48,21 @@ int SignalWaiter::Wait() {
 void SignalWaiter::Cancel() {
   const uint64_t one = 1;
   (void)!write(cancel_fd_.get(), &one, sizeof one);
+}
+
+StopOnSignal::StopOnSignal(SignalWaiter waiter, StopSignal& stop)
+    : waiter_(std::move(waiter)), stop_(stop) {
+  thread_ = std::thread([this] {
+    if (const int signal_number = waiter_.Wait()) {
+      spdlog::info("received {}, shutting down", strsignal(signal_number));
+    }
+    stop_.Stop();
+  });
+}
+
+StopOnSignal::~StopOnSignal() {
+  waiter_.Cancel();
+  thread_.join();
 }
 
 }  // namespace fcc::common

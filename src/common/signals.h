@@ -4,7 +4,9 @@
 
 #include <expected>
 #include <string>
+#include <thread>
 
+#include "common/stop_signal.h"
 #include "common/unique_fd.h"
 
 namespace fcc::common {
@@ -26,6 +28,21 @@ class SignalWaiter {
       : signal_fd_(std::move(signal_fd)), cancel_fd_(std::move(cancel_fd)) {}
   UniqueFd signal_fd_;
   UniqueFd cancel_fd_;
+};
+
+// Stops `stop` on SIGTERM/SIGINT, from a thread of its own; when the stop
+// comes from elsewhere, destruction ends that thread too.
+class StopOnSignal {
+ public:
+  StopOnSignal(SignalWaiter waiter, StopSignal& stop);
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  SignalWaiter waiter_;
+  StopSignal& stop_;
+  std::thread thread_;
 };
 
 }  // namespace fcc::common

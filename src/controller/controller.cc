@@ -47,7 +47,7 @@ void Controller::EnqueueWorkloadOwner(const json& workload) {
   if (watches_.caches().miniclusters.Get(key)) queue_.Add(key);
 }
 
-bool Controller::WaitForCacheSync(StopSignal& stop) const {
+bool Controller::WaitForCacheSync(common::StopSignal& stop) const {
   // Reconcile only from complete caches: a partial cache would look like
   // missing Jobs and cause duplicate creates.
   while (!stop.stopped() && !watches_.HasSynced())
@@ -55,7 +55,7 @@ bool Controller::WaitForCacheSync(StopSignal& stop) const {
   return !stop.stopped();
 }
 
-void Controller::Run(StopSignal& stop) {
+void Controller::Run(common::StopSignal& stop) {
   std::vector<std::thread> workers;
   if (WaitForCacheSync(stop)) {
     spdlog::info("caches synced; starting {} workers", config_.workers);

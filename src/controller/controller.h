@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/stop_signal.h"
 #include "controller/reconciler.h"
-#include "controller/stop_signal.h"
 #include "controller/watches.h"
 #include "controller/work_queue.h"
 
@@ -31,7 +31,7 @@ class Controller {
 
   // Waits for the caches to sync, then runs the workers and the resync
   // until `stop`; shuts the queue down and joins the workers on the way out.
-  void Run(StopSignal& stop);
+  void Run(common::StopSignal& stop);
 
  private:
   void EnqueueMiniCluster(const nlohmann::json& minicluster);
@@ -41,7 +41,7 @@ class Controller {
   void EnqueueWorkloadOwner(const nlohmann::json& workload);
 
   // False if `stop` came first.
-  bool WaitForCacheSync(StopSignal& stop) const;
+  bool WaitForCacheSync(common::StopSignal& stop) const;
   void RunWorker();
   // Takes one key and syncs it; false once the queue is shut down.
   bool ProcessNextItem();

@@ -1,5 +1,7 @@
 #include "controller/desired.h"
 
+#include "common/names.h"
+
 namespace fcc::controller {
 namespace {
 
@@ -80,7 +82,7 @@ json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
 }
 
 json CsiVolumeSource(const MiniCluster& mc) {
-  return json{{"driver", kCsiDriverName},
+  return json{{"driver", common::kDriverName},
               {"readOnly", true},
               {"volumeAttributes",
                {{"minicluster", mc.name},

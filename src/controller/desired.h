@@ -11,7 +11,6 @@
 
 namespace fcc::controller {
 
-inline constexpr char kCsiDriverName[] = "curve.minicluster.dev";
 inline constexpr char kNameLabel[] = "minicluster.dev/name";
 inline constexpr char kManagedByValue[] = "minicluster-controller";
 inline constexpr char kBrokerContainerName[] = "flux-broker";

@@ -59,7 +59,7 @@ std::string Informer::Query(const std::string& extra) const {
 }
 
 std::expected<Informer::Listed, Informer::ListFailed> Informer::FetchPages(
-    StopSignal& stop) {
+    common::StopSignal& stop) {
   Listed listed;
   std::string continue_token;
   do {
@@ -113,7 +113,7 @@ void Informer::ReplaceStore(std::vector<json> items) {
 }
 
 std::expected<std::string, Informer::ListFailed> Informer::List(
-    StopSignal& stop) {
+    common::StopSignal& stop) {
   auto listed = FetchPages(stop);
   if (!listed) return std::unexpected(listed.error());
   const size_t count = listed->items.size();
@@ -158,7 +158,7 @@ std::optional<Informer::WatchEnd> Informer::HandleLine(
   return std::nullopt;
 }
 
-Informer::WatchEnd Informer::Watch(StopSignal& stop,
+Informer::WatchEnd Informer::Watch(common::StopSignal& stop,
                                    std::string& resource_version) {
   const std::string path =
       options_.collection_path +
@@ -187,8 +187,8 @@ Informer::WatchEnd Informer::Watch(StopSignal& stop,
   return WatchEnd::kClosed;
 }
 
-void Informer::WaitAfterFailedList(StopSignal& stop, const ListFailed& failed,
-                                   Backoff& backoff) {
+void Informer::WaitAfterFailedList(common::StopSignal& stop,
+                                   const ListFailed& failed, Backoff& backoff) {
   if (!(options_.optional && failed.status == 404)) {
     stop.WaitFor(backoff.Next());
     return;
@@ -204,7 +204,7 @@ void Informer::WaitAfterFailedList(StopSignal& stop, const ListFailed& failed,
   stop.WaitFor(std::chrono::seconds(30));
 }
 
-void Informer::Run(StopSignal& stop) {
+void Informer::Run(common::StopSignal& stop) {
   Backoff backoff(std::chrono::milliseconds(500), std::chrono::seconds(30));
   std::optional<std::string> resource_version;
   while (!stop.stopped()) {

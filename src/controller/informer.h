@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "common/stop_signal.h"
 #include "controller/backoff.h"
 #include "controller/kube_client.h"
 #include "controller/object_store.h"
-#include "controller/stop_signal.h"
 #include "controller/watch_event.h"
 
 namespace fcc::controller {
@@ -50,7 +50,7 @@ class Informer {
   // Only before Run.
   void AddEventHandler(Handler handler);
   // Blocks until `stop`.
-  void Run(StopSignal& stop);
+  void Run(common::StopSignal& stop);
   // True after the first complete list (or after an optional collection
   // was found absent), so /readyz can wait for caches.
   bool HasSynced() const { return synced_.load(); }
@@ -66,15 +66,15 @@ class Informer {
     std::string resource_version;
   };
   // Lists everything into the store; returns the list's resourceVersion.
-  std::expected<std::string, ListFailed> List(StopSignal& stop);
-  std::expected<Listed, ListFailed> FetchPages(StopSignal& stop);
+  std::expected<std::string, ListFailed> List(common::StopSignal& stop);
+  std::expected<Listed, ListFailed> FetchPages(common::StopSignal& stop);
   void ReplaceStore(std::vector<nlohmann::json> items);
-  void WaitAfterFailedList(StopSignal& stop, const ListFailed& failed,
+  void WaitAfterFailedList(common::StopSignal& stop, const ListFailed& failed,
                            Backoff& backoff);
 
   enum class WatchEnd { kClosed, kGone, kError, kStopped };
   // `resource_version` moves with every event seen.
-  WatchEnd Watch(StopSignal& stop, std::string& resource_version);
+  WatchEnd Watch(common::StopSignal& stop, std::string& resource_version);
   // One line of the stream; nullopt to go on reading, or why to stop.
   std::optional<WatchEnd> HandleLine(const std::string& line,
                                      std::string& resource_version);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/file.h"
 #include "controller/yaml_json.h"
 
 namespace fcc::controller {
@@ -37,12 +38,12 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// The config loaders report failures by exception (LoadKubeconfig's
+// contract); the read itself is common's.
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+  auto text = common::ReadTextFile(path);
+  if (!text) throw std::runtime_error(text.error());
+  return std::move(*text);
 }
 
 std::string TrimTrailingNewlines(std::string s) {

@@ -120,7 +120,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
   return Attempt::kError;
 }
 
-bool LeaderElector::Acquire(StopSignal& stop) {
+bool LeaderElector::Acquire(common::StopSignal& stop) {
   spdlog::info("leader election: waiting for lease {}/{} as {}",
                options_.namespace_name, options_.name, options_.identity);
   while (!stop.stopped()) {
@@ -134,7 +134,7 @@ bool LeaderElector::Acquire(StopSignal& stop) {
   return false;
 }
 
-bool LeaderElector::KeepRenewing(StopSignal& stop) {
+bool LeaderElector::KeepRenewing(common::StopSignal& stop) {
   auto last_renew = std::chrono::steady_clock::now();
   while (!stop.WaitFor(options_.retry_period)) {
     const Attempt attempt = TryAcquireOrRenew();
@@ -170,7 +170,7 @@ void LeaderElector::Release() {
   if (put.ok()) spdlog::info("leader election: released lease");
 }
 
-bool LeaderElector::RunWhileLeading(StopSignal& stop,
+bool LeaderElector::RunWhileLeading(common::StopSignal& stop,
                                     const std::function<void()>& lead) {
   if (!Acquire(stop)) return true;  // stopped while waiting: nothing held
   bool lost = false;

@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "common/stop_signal.h"
 #include "controller/kube_client.h"
-#include "controller/stop_signal.h"
 
 namespace fcc::controller {
 
@@ -43,11 +43,11 @@ class LeaderElector {
       : client_(client), options_(std::move(options)) {}
 
   // Blocks until this replica holds the lease (true) or `stop` (false).
-  bool Acquire(StopSignal& stop);
+  bool Acquire(common::StopSignal& stop);
   // Renews until `stop` (returns true) or until a renewal could not
   // succeed within the renew deadline (false: leadership is lost and the
   // process must stop acting).
-  bool KeepRenewing(StopSignal& stop);
+  bool KeepRenewing(common::StopSignal& stop);
   // Gives the lease up so a standby can take over at once.
   void Release();
 
@@ -55,7 +55,8 @@ class LeaderElector {
   // return after `stop`) while renewing; a lost lease stops `stop` at once,
   // since another replica may act now. Releases the lease at the end
   // unless it was lost. False if leadership was lost.
-  bool RunWhileLeading(StopSignal& stop, const std::function<void()>& lead);
+  bool RunWhileLeading(common::StopSignal& stop,
+                       const std::function<void()>& lead);
 
  private:
   enum class Attempt { kHeld, kHeldByOther, kError };

@@ -2,35 +2,28 @@
 // `render -f FILE` prints the Service and Job for a MiniCluster manifest.
 // This file parses flags and wires the parts together; controller.h runs
 // them.
-#include <pthread.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <csignal>
-#include <ctime>
 #include <expected>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
-#include <thread>
 
+#include "common/file.h"
+#include "common/http_server.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "common/stop_signal.h"
 #include "controller/controller.h"
-#include "controller/health.h"
 #include "controller/kube_client.h"
 #include "controller/leader_election.h"
 #include "controller/reconciler.h"
 #include "controller/render.h"
-#include "controller/stop_signal.h"
 #include "controller/watches.h"
 #include "controller/work_queue.h"
 
 namespace fcc::controller {
 namespace {
-
-using nlohmann::json;
 
 struct RunFlags {
   std::string kubeconfig;
@@ -44,85 +37,6 @@ struct RunFlags {
   int resync_minutes = 10;
   std::string kueue_workload_api = "kueue.x-k8s.io/v1beta1";
   int watch_timeout_s = 300;
-};
-
-struct HealthAddress {
-  std::string host;
-  int port = 0;
-};
-
-// One JSON object per line: {"ts", "level", "msg"}.
-class JsonLogFormatter : public spdlog::formatter {
- public:
-  void format(const spdlog::details::log_msg& msg,
-              spdlog::memory_buf_t& dest) override {
-    const auto level = spdlog::level::to_string_view(msg.level);
-    const std::string line =
-        json{{"ts", FormatMicroTime(msg.time)},
-             {"level", std::string(level.data(), level.size())},
-             {"msg", std::string(msg.payload.data(), msg.payload.size())}}
-            .dump(-1, ' ', false, json::error_handler_t::replace) +
-        "\n";
-    dest.append(line.data(), line.data() + line.size());
-  }
-  std::unique_ptr<spdlog::formatter> clone() const override {
-    return std::make_unique<JsonLogFormatter>();
-  }
-};
-
-void SetUpLogging(const std::string& format, const std::string& level) {
-  auto logger = spdlog::stderr_logger_mt("minicluster-controller");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(level));
-  if (format == "json") {
-    spdlog::set_formatter(std::make_unique<JsonLogFormatter>());
-  } else {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %^%l%$ %v",
-                        spdlog::pattern_time_type::utc);
-  }
-}
-
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
-// SIGTERM and SIGINT stop `stop`. They are blocked in every thread (the
-// constructor runs before any other thread starts, and threads inherit
-// the mask) and taken by one thread, which polls so that it also ends
-// when `stop` comes from elsewhere.
-class SignalStopper {
- public:
-  explicit SignalStopper(StopSignal& stop) : stop_(stop) {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGTERM);
-    sigaddset(&signals_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-    thread_ = std::thread([this] { Wait(); });
-  }
-  ~SignalStopper() {
-    stop_.Stop();
-    thread_.join();
-  }
-
- private:
-  void Wait() {
-    const timespec poll{0, 200'000'000};
-    while (!stop_.stopped()) {
-      const int sig = sigtimedwait(&signals_, nullptr, &poll);
-      if (sig <= 0) continue;
-      if (!stop_.stopped())
-        spdlog::info("received signal {}, shutting down", sig);
-      stop_.Stop();
-    }
-  }
-
-  StopSignal& stop_;
-  sigset_t signals_;
-  std::thread thread_;
 };
 
 std::optional<KubeConfig> LoadConfig(const RunFlags& flags) {
@@ -153,17 +67,35 @@ ElectionOptions(const RunFlags& flags, const KubeConfig& config) {
   return le;
 }
 
+// /healthz: the process serves; /readyz: the caches are synced.
+std::expected<std::unique_ptr<common::HttpServer>, std::string> StartHealth(
+    const std::string& address, const Watches& watches) {
+  auto ok = [] { return common::HttpReply{200, "ok\n"}; };
+  auto ready = [&watches] {
+    return watches.HasSynced() ? common::HttpReply{200, "ok\n"}
+                               : common::HttpReply{503, "caches not synced\n"};
+  };
+  auto server = common::HttpServer::Start(
+      "--health-addr", address, {{"/healthz", ok}, {"/readyz", ready}});
+  if (server) {
+    spdlog::info("health: serving /healthz and /readyz on {}", address);
+  }
+  return server;
+}
+
 // Runs the controller until a signal (0) or a lost lease (1).
 int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
                    const KubeClient& client,
                    const std::optional<LeaderElectionOptions>& election,
-                   const HealthAddress& health_address, StopSignal& stop) {
+                   common::StopSignal& stop) {
   WorkQueue queue;
   Watches watches(client, {flags.watch_namespace, flags.kueue_workload_api,
                            flags.watch_timeout_s});
-  HealthServer health(health_address.host, health_address.port,
-                      [&] { return watches.HasSynced(); });
-  if (!health.Start()) return 2;
+  auto health = StartHealth(flags.health_address, watches);
+  if (!health) {
+    spdlog::critical("{}", health.error());
+    return 2;
+  }
   KubeClientApi api(client);
   Reconciler reconciler(watches.caches(), api, desired);
   Controller controller(
@@ -179,32 +111,29 @@ int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
   } else {
     controller.Run(stop);
   }
-  health.Stop();
   return exit_code;
 }
 
 int Run(const RunFlags& flags, const DesiredOptions& desired) {
-  StopSignal stop;
-  SignalStopper signals(stop);
+  // Before any thread starts, so every thread inherits the blocked signals.
+  auto signals = common::SignalWaiter::Create();
+  if (!signals) {
+    spdlog::critical("{}", signals.error());
+    return 2;
+  }
+  common::StopSignal stop;
+  common::StopOnSignal stop_on_signal(std::move(*signals), stop);
   const auto config = LoadConfig(flags);
   if (!config) return 2;
   spdlog::info("minicluster-controller {} talking to {}", FCC_VERSION,
                config->server);
-  HealthAddress health_address;
-  if (!ParseListenAddress(flags.health_address, &health_address.host,
-                          &health_address.port)) {
-    spdlog::critical("--health-addr: expected [host]:port, got \"{}\"",
-                     flags.health_address);
-    return 2;
-  }
   const auto election = ElectionOptions(flags, *config);
   if (!election) {
     spdlog::critical("{}", election.error());
     return 2;
   }
   KubeClient client(*config);
-  const int exit_code =
-      RunReconciling(flags, desired, client, *election, health_address, stop);
+  const int exit_code = RunReconciling(flags, desired, client, *election, stop);
   spdlog::info("stopped");
   return exit_code;
 }
@@ -257,8 +186,13 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags& flags) {
 }
 
 int Render(const std::string& file, const DesiredOptions& desired) {
+  const auto text = common::ReadTextFile(file);
+  if (!text) {
+    std::cerr << "render: " << text.error() << "\n";
+    return 1;
+  }
   try {
-    std::cout << RenderMiniCluster(ReadWholeFile(file), desired);
+    std::cout << RenderMiniCluster(*text, desired);
   } catch (const std::exception& e) {
     std::cerr << "render " << file << ": " << e.what() << "\n";
     return 1;
@@ -291,7 +225,12 @@ int main(int argc, char** argv) {
       ->required();
 
   CLI11_PARSE(app, argc, argv);
-  SetUpLogging(common.log_format, common.log_level);
+  if (auto logging = fcc::common::ConfigureLogging(
+          "minicluster-controller", common.log_format, common.log_level);
+      !logging) {
+    std::cerr << logging.error() << "\n";
+    return 2;
+  }
   if (*render) return Render(render_file, common.desired);
   return Run(flags, common.desired);
 }

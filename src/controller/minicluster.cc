@@ -3,6 +3,7 @@
 #include <regex>
 #include <string_view>
 
+#include "common/names.h"
 #include "controller/object_meta.h"
 
 namespace fcc::controller {
@@ -166,7 +167,7 @@ void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
 
 void CheckName(const MiniCluster& mc, Errors& errors) {
   const int32_t size = mc.spec.size;
-  if (!IsDns1035Label(mc.name)) {
+  if (!common::IsDns1035Label(mc.name)) {
     errors.push_back(
         "metadata.name: must be a DNS-1035 label (lowercase letters, digits "
         "and '-', starting with a letter), because it names the Service, got "
@@ -203,16 +204,6 @@ std::string ParseResult::ErrorText() const {
     text += e;
   }
   return text;
-}
-
-bool IsDns1035Label(const std::string& name) {
-  if (name.empty() || name.size() > 63) return false;
-  if (name.front() < 'a' || name.front() > 'z') return false;
-  if (name.back() == '-') return false;
-  for (char c : name) {
-    if (!IsLowerAlnum(c) && c != '-') return false;
-  }
-  return true;
 }
 
 ParseResult ParseMiniCluster(const json& object) {

@@ -82,7 +82,4 @@ struct ParseResult {
 // manifest given to `render`) still gets a clear message.
 ParseResult ParseMiniCluster(const nlohmann::json& object);
 
-// True if `name` is a DNS-1035 label (what Service names must be).
-bool IsDns1035Label(const std::string& name);
-
 }  // namespace fcc::controller

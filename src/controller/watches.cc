@@ -69,7 +69,7 @@ bool Watches::HasSynced() const {
          jobs_.HasSynced() && workloads_.HasSynced();
 }
 
-void Watches::Start(StopSignal& stop) {
+void Watches::Start(common::StopSignal& stop) {
   stop_ = &stop;
   for (Informer* informer : {&miniclusters_, &services_, &jobs_, &workloads_})
     threads_.emplace_back([informer, &stop] { informer->Run(stop); });

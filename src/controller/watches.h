@@ -6,11 +6,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/stop_signal.h"
 #include "controller/informer.h"
 #include "controller/kube_client.h"
 #include "controller/object_store.h"
 #include "controller/reconciler.h"
-#include "controller/stop_signal.h"
 
 namespace fcc::controller {
 
@@ -38,12 +38,12 @@ class Watches {
   // Every informer has listed once (/readyz).
   bool HasSynced() const;
   // Runs each informer on a thread of its own until `stop`.
-  void Start(StopSignal& stop);
+  void Start(common::StopSignal& stop);
 
  private:
   ObjectStore minicluster_store_, service_store_, job_store_, workload_store_;
   Informer miniclusters_, services_, jobs_, workloads_;
-  StopSignal* stop_ = nullptr;
+  common::StopSignal* stop_ = nullptr;
   std::vector<std::thread> threads_;
 };
 

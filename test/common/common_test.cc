@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "common/names.h"
 #include "common/signals.h"
+#include "common/stop_signal.h"
 
 namespace fcc::common {
 namespace {
@@ -58,6 +59,7 @@ TEST(Names, Dns1035Label) {
   EXPECT_FALSE(IsDns1035Label("1flux"));
   EXPECT_FALSE(IsDns1035Label("flux-"));
   EXPECT_FALSE(IsDns1035Label("Flux"));
+  EXPECT_FALSE(IsDns1035Label("flux.sample"));
   EXPECT_FALSE(IsDns1035Label(std::string(64, 'a')));
 }
 
@@ -216,6 +218,25 @@ TEST(SignalWaiter, ReturnsTheSignalOrZeroWhenCancelled) {
   auto second = SignalWaiter::Create();
   ASSERT_TRUE(second);
   EXPECT_EQ(second->Wait(), SIGTERM);
+}
+
+TEST(StopOnSignal, StopsOnASignalAndEndsWhenStoppedElsewhere) {
+  auto waiter = SignalWaiter::Create();
+  ASSERT_TRUE(waiter);
+  StopSignal stop;
+  {
+    StopOnSignal stopper(std::move(*waiter), stop);
+    ASSERT_EQ(kill(getpid(), SIGINT), 0);
+    EXPECT_TRUE(stop.WaitFor(std::chrono::seconds(10)));
+  }
+  auto second = SignalWaiter::Create();
+  ASSERT_TRUE(second);
+  StopSignal untouched;
+  // No signal: destruction alone must end the thread (this would hang).
+  {
+    StopOnSignal stopper(std::move(*second), untouched);
+  }
+  EXPECT_TRUE(untouched.stopped());
 }
 
 }  // namespace

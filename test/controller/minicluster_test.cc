@@ -111,15 +111,5 @@ TEST(MiniClusterParse, RejectsWrongKind) {
             std::string::npos);
 }
 
-TEST(Dns1035, Labels) {
-  EXPECT_TRUE(IsDns1035Label("a"));
-  EXPECT_TRUE(IsDns1035Label("flux-1"));
-  EXPECT_FALSE(IsDns1035Label(""));
-  EXPECT_FALSE(IsDns1035Label("Flux"));
-  EXPECT_FALSE(IsDns1035Label("flux-"));
-  EXPECT_FALSE(IsDns1035Label("flux.sample"));
-  EXPECT_FALSE(IsDns1035Label(std::string(64, 'a')));
-}
-
 }  // namespace
 }  // namespace fcc::controller
