@@ -8,8 +8,9 @@ namespace fcc::common {
 
 // The CSI driver name: the CSIDriver object, the volume's `driver:`, the
 // plugin's registration, and the source of every tmpfs the driver mounts
-// (which is how it knows its own mounts).
-inline constexpr std::string_view kDriverName = "curve.minicluster.dev";
+// (which is how it knows its own mounts: `findmnt -t tmpfs -S
+// curve.minicluster.dev`). A C string, since mount(2) and fsconfig take it.
+inline constexpr char kDriverName[] = "curve.minicluster.dev";
 
 // RFC 1123 label: namespaces, and a Service's name once it begins with a
 // letter (IsDns1035Label).

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "driver/unique_fd.h"
+#include "common/names.h"
+#include "common/unique_fd.h"
 
 namespace fcc::driver {
 namespace {
@@ -30,7 +31,7 @@ constexpr unsigned kTmpfsMountAttrs =
 std::error_code WriteFileAt(int dir, const std::string& name,
                             std::string_view content, mode_t mode, uid_t uid,
                             gid_t gid) {
-  UniqueFd fd(openat(dir, name.c_str(),
+  common::UniqueFd fd(openat(dir, name.c_str(),
                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                      0));  // no permissions until the owner is right
   if (!fd) return LastError();
@@ -97,7 +98,7 @@ int SetParameter(int fs_context, const std::string& key,
 
 std::error_code ProbeTmpfsParameter(const std::string& key,
                                     const std::string& value) {
-  UniqueFd context(fsopen("tmpfs", FSOPEN_CLOEXEC));
+  common::UniqueFd context(fsopen("tmpfs", FSOPEN_CLOEXEC));
   if (!context || SetParameter(context.get(), key, value) != 0) {
     return LastError();
   }
@@ -149,7 +150,7 @@ std::error_code LinuxHostFs::Unmount(const std::string& target) {
 
 std::expected<FileSnapshot, std::error_code> LinuxHostFs::ReadFile(
     const std::string& path, size_t max_bytes) {
-  UniqueFd fd(open(path.c_str(),
+  common::UniqueFd fd(open(path.c_str(),
                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (!fd) return std::unexpected(LastError());
   struct stat st{};
@@ -187,7 +188,7 @@ std::expected<FsInfo, std::error_code> LinuxHostFs::StatFs(
 }
 
 MountApi DetectMountApi() {
-  UniqueFd probe(fsopen("tmpfs", FSOPEN_CLOEXEC));
+  common::UniqueFd probe(fsopen("tmpfs", FSOPEN_CLOEXEC));
   return !probe && errno == ENOSYS ? MountApi::kMount : MountApi::kFsmount;
 }
 
@@ -207,7 +208,7 @@ namespace {
 
 class DetachedTmpfs final : public PendingMount {
  public:
-  DetachedTmpfs(UniqueFd context, UniqueFd mount)
+  DetachedTmpfs(common::UniqueFd context, common::UniqueFd mount)
       : context_(std::move(context)), mount_(std::move(mount)) {}
 
   std::error_code WriteNewFile(const std::string& name,
@@ -245,18 +246,18 @@ class DetachedTmpfs final : public PendingMount {
   }
 
  private:
-  UniqueFd context_;  // fsopen: configures (and later reconfigures) the sb
-  UniqueFd mount_;    // fsmount: the detached mount
+  common::UniqueFd context_;  // fsopen: configures (and later reconfigures) the sb
+  common::UniqueFd mount_;    // fsmount: the detached mount
 };
 
 }  // namespace
 
 std::expected<std::unique_ptr<PendingMount>, std::error_code>
 FsmountHostFs::MakeTmpfs(const TmpfsSpec& spec) {
-  UniqueFd context(fsopen("tmpfs", FSOPEN_CLOEXEC));
+  common::UniqueFd context(fsopen("tmpfs", FSOPEN_CLOEXEC));
   if (!context) return std::unexpected(LastError());
   const int ctx = context.get();
-  if (fsconfig(ctx, FSCONFIG_SET_STRING, "source", kMountSource, 0) != 0) {
+  if (fsconfig(ctx, FSCONFIG_SET_STRING, "source", common::kDriverName, 0) != 0) {
     return std::unexpected(LastError());
   }
   for (const auto& [key, value] : TmpfsParameters(spec)) {
@@ -265,7 +266,7 @@ FsmountHostFs::MakeTmpfs(const TmpfsSpec& spec) {
   if (fsconfig(ctx, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
     return std::unexpected(LastError());
   }
-  UniqueFd mount(fsmount(ctx, FSMOUNT_CLOEXEC, kTmpfsMountAttrs));
+  common::UniqueFd mount(fsmount(ctx, FSMOUNT_CLOEXEC, kTmpfsMountAttrs));
   if (!mount) return std::unexpected(LastError());
   return std::make_unique<DetachedTmpfs>(std::move(context), std::move(mount));
 }
@@ -316,20 +317,20 @@ class PlannedTmpfs final : public PendingMount {
   };
 
   // Mounts the tmpfs on `target` and opens its root.
-  std::expected<UniqueFd, std::error_code> MountOnTarget(
+  std::expected<common::UniqueFd, std::error_code> MountOnTarget(
       const std::string& target) const {
     // O_NOFOLLOW|O_DIRECTORY: a symlink at the target fails (ENOTDIR) rather
     // than being followed, as with move_mount.
-    UniqueFd dir(
+    common::UniqueFd dir(
         open(target.c_str(), O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
     if (!dir) return std::unexpected(LastError());
     const std::string data = TmpfsMountData(spec_);
-    if (mount(kMountSource, FdPath(dir.get()).c_str(), "tmpfs",
+    if (mount(common::kDriverName, FdPath(dir.get()).c_str(), "tmpfs",
               kTmpfsMountFlags, data.c_str()) != 0) {
       return std::unexpected(LastError());
     }
     // The path now resolves to the new tmpfs's root.
-    UniqueFd root(
+    common::UniqueFd root(
         open(target.c_str(), O_RDONLY | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
     if (!root) {
       const std::error_code ec = LastError();

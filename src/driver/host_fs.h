@@ -163,8 +163,4 @@ class ClassicMountHostFs final : public LinuxHostFs {
 
 std::unique_ptr<LinuxHostFs> MakeLinuxHostFs(MountApi api);
 
-// The mount source name every volume of this driver carries, so an operator
-// can find them: `findmnt -t tmpfs -S curve.minicluster.dev`.
-inline constexpr char kMountSource[] = "curve.minicluster.dev";
-
 }  // namespace fcc::driver

@@ -1,51 +1,53 @@
 #include "driver/identity_service.h"
 
-#include "driver/node_service.h"  // FinishUnary
-#include "driver/volume_request.h"
+#include "common/names.h"
+#include "driver/rpc.h"
 
 namespace fcc::driver {
+namespace {
 
-grpc::Status IdentityService::GetPluginInfo(
-    grpc::ServerContext*, const csi::v1::GetPluginInfoRequest*,
+constexpr RpcKind kPluginInfoRpc{"GetPluginInfo"};
+constexpr RpcKind kPluginCapabilitiesRpc{"GetPluginCapabilities"};
+constexpr RpcKind kProbeRpc{"Probe"};
+
+}  // namespace
+
+csi::v1::GetPluginInfoResponse HandleGetPluginInfo() {
+  csi::v1::GetPluginInfoResponse response;
+  response.set_name(std::string(common::kDriverName));
+  response.set_vendor_version(FCC_VERSION);
+  return response;
+}
+
+csi::v1::GetPluginCapabilitiesResponse HandleGetPluginCapabilities() {
+  return {};
+}
+
+csi::v1::ProbeResponse HandleProbe() {
+  csi::v1::ProbeResponse response;
+  response.mutable_ready()->set_value(true);
+  return response;
+}
+
+grpc::ServerUnaryReactor* IdentityService::GetPluginInfo(
+    grpc::CallbackServerContext* context, const csi::v1::GetPluginInfoRequest*,
     csi::v1::GetPluginInfoResponse* response) {
-  response->set_name(std::string(kDriverName));
-  response->set_vendor_version(FCC_VERSION);
-  return grpc::Status::OK;
+  return ServeRpc(context, kPluginInfoRpc, nullptr, response,
+                  HandleGetPluginInfo);
 }
 
-grpc::Status IdentityService::GetPluginCapabilities(
-    grpc::ServerContext*, const csi::v1::GetPluginCapabilitiesRequest*,
-    csi::v1::GetPluginCapabilitiesResponse*) {
-  return grpc::Status::OK;
-}
-
-grpc::Status IdentityService::Probe(grpc::ServerContext*,
-                                    const csi::v1::ProbeRequest*,
-                                    csi::v1::ProbeResponse* response) {
-  response->mutable_ready()->set_value(true);
-  return grpc::Status::OK;
-}
-
-grpc::ServerUnaryReactor* IdentityCallbackService::GetPluginInfo(
+grpc::ServerUnaryReactor* IdentityService::GetPluginCapabilities(
     grpc::CallbackServerContext* context,
-    const csi::v1::GetPluginInfoRequest* request,
-    csi::v1::GetPluginInfoResponse* response) {
-  return FinishUnary(context,
-                     identity_.GetPluginInfo(nullptr, request, response));
-}
-
-grpc::ServerUnaryReactor* IdentityCallbackService::GetPluginCapabilities(
-    grpc::CallbackServerContext* context,
-    const csi::v1::GetPluginCapabilitiesRequest* request,
+    const csi::v1::GetPluginCapabilitiesRequest*,
     csi::v1::GetPluginCapabilitiesResponse* response) {
-  return FinishUnary(
-      context, identity_.GetPluginCapabilities(nullptr, request, response));
+  return ServeRpc(context, kPluginCapabilitiesRpc, nullptr, response,
+                  HandleGetPluginCapabilities);
 }
 
-grpc::ServerUnaryReactor* IdentityCallbackService::Probe(
-    grpc::CallbackServerContext* context, const csi::v1::ProbeRequest* request,
+grpc::ServerUnaryReactor* IdentityService::Probe(
+    grpc::CallbackServerContext* context, const csi::v1::ProbeRequest*,
     csi::v1::ProbeResponse* response) {
-  return FinishUnary(context, identity_.Probe(nullptr, request, response));
+  return ServeRpc(context, kProbeRpc, nullptr, response, HandleProbe);
 }
 
 }  // namespace fcc::driver

@@ -5,28 +5,16 @@
 
 namespace fcc::driver {
 
-class IdentityService final : public csi::v1::Identity::Service {
- public:
-  grpc::Status GetPluginInfo(grpc::ServerContext*,
-                             const csi::v1::GetPluginInfoRequest*,
-                             csi::v1::GetPluginInfoResponse* response) override;
-  // Node-only: no CONTROLLER_SERVICE, no topology.
-  grpc::Status GetPluginCapabilities(
-      grpc::ServerContext*, const csi::v1::GetPluginCapabilitiesRequest*,
-      csi::v1::GetPluginCapabilitiesResponse*) override;
-  // Ready as soon as it serves: the server starts only after the master key
-  // has loaded.
-  grpc::Status Probe(grpc::ServerContext*, const csi::v1::ProbeRequest*,
-                     csi::v1::ProbeResponse* response) override;
-};
+// The handlers (see node_service.h).
+csi::v1::GetPluginInfoResponse HandleGetPluginInfo();
+// Node-only: no CONTROLLER_SERVICE, no topology.
+csi::v1::GetPluginCapabilitiesResponse HandleGetPluginCapabilities();
+// Ready as soon as it serves: the server starts only after the master key
+// has loaded.
+csi::v1::ProbeResponse HandleProbe();
 
-// Serves `identity` through gRPC's callback API (see NodeCallbackService).
-class IdentityCallbackService final
-    : public csi::v1::Identity::CallbackService {
+class IdentityService final : public csi::v1::Identity::CallbackService {
  public:
-  explicit IdentityCallbackService(IdentityService& identity)
-      : identity_(identity) {}
-
   grpc::ServerUnaryReactor* GetPluginInfo(
       grpc::CallbackServerContext* context,
       const csi::v1::GetPluginInfoRequest* request,
@@ -38,9 +26,6 @@ class IdentityCallbackService final
   grpc::ServerUnaryReactor* Probe(grpc::CallbackServerContext* context,
                                   const csi::v1::ProbeRequest* request,
                                   csi::v1::ProbeResponse* response) override;
-
- private:
-  IdentityService& identity_;
 };
 
 }  // namespace fcc::driver

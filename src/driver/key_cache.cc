@@ -1,70 +1,78 @@
 #include "driver/key_cache.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "curve/cert.h"
+#include <exception>
 
 namespace fcc::driver {
-
-MiniClusterCert MakeMiniClusterCert(const curve::Secret& master_key,
-                                    const curve::MiniClusterId& id) {
-  const curve::CurveKeypair keys = curve::DeriveKeypair(master_key, id);
-  return MiniClusterCert{.id = id,
-                         .public_z85 = keys.public_z85,
-                         .text = curve::RenderCert(id.QualifiedName(), keys)};
-}
-
-KeyCache::KeyCache(curve::Secret master_key)
-    : master_key_(std::move(master_key)) {}
+KeyCache::KeyCache(curve::Secret master_key, Derive derive)
+    : master_key_(std::move(master_key)), derive_(std::move(derive)) {}
 
 KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
                                   const curve::MiniClusterId& id) {
   const std::string key = curve::DerivationInfo(id);
   std::promise<CertPtr> derived;
-  std::shared_future<CertPtr> cert;
-  bool inserted = false;
-  bool derive = false;
-  {
-    std::lock_guard lock(mu_);
-    auto [it, created] = by_minicluster_.try_emplace(key);
-    if (created) {
-      // Single flight: concurrent first publishes of one MiniCluster (a
-      // Job's pods landing together) wait for one derivation, not one each.
-      it->second.cert = derived.get_future().share();
-      it->second.deriver = &derived;
-      derive = true;
-      ++misses_;
-    } else {
-      ++hits_;
-    }
-    inserted = by_volume_.emplace(volume_id, key).second;
-    if (inserted) ++it->second.volumes;
-    cert = it->second.cert;
+  const Claimed claimed = Claim(volume_id, key, derived);
+  // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
+  if (claimed.derive) DeriveInto(derived, key, id);
+  return {claimed.cert.get(), claimed.inserted};  // rethrows a failure
+}
+
+KeyCache::Claimed KeyCache::Claim(const std::string& volume_id,
+                                  const std::string& key,
+                                  std::promise<CertPtr>& derived) {
+  std::lock_guard lock(mu_);
+  Claimed claimed;
+  auto [it, created] = by_minicluster_.try_emplace(key);
+  if (created) {
+    // Single flight: concurrent first publishes of one MiniCluster (a Job's
+    // pods landing together) wait for one derivation, not one each.
+    it->second.cert = derived.get_future().share();
+    it->second.deriver = &derived;
+    claimed.derive = true;
+    ++misses_;
+  } else {
+    ++hits_;
   }
-  if (derive) {
-    // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
-    try {
-      auto made = std::make_shared<const MiniClusterCert>(
-          MakeMiniClusterCert(master_key_, id));
-      // Once per MiniCluster per node: operators (and driver_bench) count
-      // these to see the cache work. The public key is not secret.
-      spdlog::info("derived the key of MiniCluster {} (public-key {})",
-                   id.QualifiedName(), made->public_z85);
-      derived.set_value(std::move(made));
-    } catch (...) {
-      // Waiters see the same failure; the next publish derives afresh.
-      derived.set_exception(std::current_exception());
-      std::lock_guard lock(mu_);
-      if (auto it = by_minicluster_.find(key);
-          it != by_minicluster_.end() && it->second.deriver == &derived) {
-        for (auto vol = by_volume_.begin(); vol != by_volume_.end();) {
-          vol = vol->second == key ? by_volume_.erase(vol) : std::next(vol);
-        }
-        by_minicluster_.erase(it);
-      }
-    }
+  claimed.inserted = by_volume_.emplace(volume_id, key).second;
+  if (claimed.inserted) ++it->second.volumes;
+  claimed.cert = it->second.cert;
+  return claimed;
+}
+
+void KeyCache::DeriveInto(std::promise<CertPtr>& derived,
+                          const std::string& key,
+                          const curve::MiniClusterId& id) {
+  try {
+    auto made =
+        std::make_shared<const MiniClusterCert>(derive_(master_key_, id));
+    // Once per MiniCluster per node: operators (and driver_bench) count
+    // these to see the cache work. The public key is not secret.
+    spdlog::info("derived the key of MiniCluster {} (public-key {})",
+                 id.QualifiedName(), made->public_z85);
+    derived.set_value(std::move(made));
+  } catch (const std::exception& e) {
+    Fail(derived, key, id, e.what());
+  } catch (...) {
+    Fail(derived, key, id, "unknown error");
   }
-  return {cert.get(), inserted};  // rethrows a failed derivation
+}
+
+void KeyCache::Fail(std::promise<CertPtr>& derived, const std::string& key,
+                    const curve::MiniClusterId& id, std::string_view why) {
+  // curve/ throws fixed texts (and names), never key material.
+  derived.set_exception(std::make_exception_ptr(KeyDerivationError(
+      fmt::format("cannot derive the key of MiniCluster {}: {}",
+                  id.QualifiedName(), why))));
+  // Waiters see the same failure; the next publish derives afresh.
+  std::lock_guard lock(mu_);
+  auto it = by_minicluster_.find(key);
+  if (it == by_minicluster_.end() || it->second.deriver != &derived) return;
+  for (auto vol = by_volume_.begin(); vol != by_volume_.end();) {
+    vol = vol->second == key ? by_volume_.erase(vol) : std::next(vol);
+  }
+  by_minicluster_.erase(it);
 }
 
 void KeyCache::Release(const std::string& volume_id) {

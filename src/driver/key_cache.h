@@ -2,33 +2,40 @@
 // volume on this node uses them.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "curve/keys.h"
+#include "curve/minicluster_cert.h"
 #include "curve/secret.h"
 
 namespace fcc::driver {
 
-// The cert a MiniCluster gets: its bytes are what every node writes.
-struct MiniClusterCert {
-  curve::MiniClusterId id;
-  std::string public_z85;  // not secret; for logs and checks
-  curve::Secret text;      // the whole curve.cert file
-};
+// Publisher names the cert by this name.
+using curve::MiniClusterCert;
 
-// Pure: the cert for `id` under `master_key`.
-MiniClusterCert MakeMiniClusterCert(const curve::Secret& master_key,
-                                    const curve::MiniClusterId& id);
+// A derivation that failed. The message names the MiniCluster and the cause,
+// never key material.
+class KeyDerivationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class KeyCache {
  public:
-  explicit KeyCache(curve::Secret master_key);
+  // How a cert is made; tests substitute a failing one.
+  using Derive = std::function<MiniClusterCert(const curve::Secret& master_key,
+                                               const curve::MiniClusterId&)>;
+
+  explicit KeyCache(curve::Secret master_key,
+                    Derive derive = curve::MakeMiniClusterCert);
 
   struct Lease {
     std::shared_ptr<const MiniClusterCert> cert;
@@ -39,7 +46,9 @@ class KeyCache {
 
   // The cert for `id`, recording that `volume_id` uses it. Derives on the
   // first use per MiniCluster; later calls are cache hits, including calls
-  // that arrive while that first derivation runs (they wait for it).
+  // that arrive while that first derivation runs (they wait for it). Throws
+  // KeyDerivationError if that derivation fails (to every waiter; the next
+  // call derives afresh).
   Lease Acquire(const std::string& volume_id, const curve::MiniClusterId& id);
   // Ends `volume_id`'s use; a cert no volume uses is dropped (and wiped).
   // Unknown volume IDs (e.g. mounted before a restart) are ignored.
@@ -61,7 +70,22 @@ class KeyCache {
     const void* deriver = nullptr;  // who fulfils `cert` (identity only)
     size_t volumes = 0;
   };
+  // What Claim found: the cert to wait for, and whether this caller derives.
+  struct Claimed {
+    std::shared_future<CertPtr> cert;
+    bool inserted = false;
+    bool derive = false;
+  };
+  Claimed Claim(const std::string& volume_id, const std::string& key,
+                std::promise<CertPtr>& derived);
+  void DeriveInto(std::promise<CertPtr>& derived, const std::string& key,
+                  const curve::MiniClusterId& id);
+  // Hands `derived`'s waiters the failure and drops the entry.
+  void Fail(std::promise<CertPtr>& derived, const std::string& key,
+            const curve::MiniClusterId& id, std::string_view why);
+
   const curve::Secret master_key_;
+  const Derive derive_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> by_minicluster_;   // info → entry
   std::unordered_map<std::string, std::string> by_volume_;  // volume → info

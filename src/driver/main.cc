@@ -16,8 +16,8 @@
 #include "common/names.h"
 #include "curve/cert.h"
 #include "curve/cert_file.h"
+#include "curve/minicluster_cert.h"
 #include "driver/host_fs.h"
-#include "driver/key_cache.h"
 #include "driver/master_key.h"
 #include "driver/registration_service.h"
 #include "driver/server.h"
@@ -99,7 +99,7 @@ int PrintCert(const CertArgs& args) {
     std::cerr << master_key.error() << "\n";
     return 2;
   }
-  const driver::MiniClusterCert cert = driver::MakeMiniClusterCert(
+  const curve::MiniClusterCert cert = curve::MakeMiniClusterCert(
       *master_key, {args.namespace_name, args.minicluster, args.generation});
   if (args.public_only) {
     std::cout << cert.public_z85 << "\n";

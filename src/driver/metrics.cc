@@ -38,10 +38,6 @@ size_t CodeIndex(grpc::StatusCode code) {
 
 }  // namespace
 
-std::string_view GrpcCodeName(grpc::StatusCode code) {
-  return kCodeNames[CodeIndex(code)];
-}
-
 Metrics::Rpc::Rpc(prometheus::Registry& registry, const std::string& name,
                   const std::string& help)
     : totals(prometheus::BuildCounter()

@@ -20,9 +20,6 @@
 
 namespace fcc::driver {
 
-// "OK", "INVALID_ARGUMENT", ...: the names of the CSI spec and grpc-go.
-std::string_view GrpcCodeName(grpc::StatusCode code);
-
 class Metrics {
  public:
   // `keys` (may be null) is read at each scrape for the key cache metrics.

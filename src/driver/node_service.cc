@@ -1,32 +1,56 @@
 #include "driver/node_service.h"
 
-#include <spdlog/spdlog.h>
-
-#include <chrono>
-
-#include "driver/volume_request.h"
-
 namespace fcc::driver {
 namespace {
 
-// Logs the outcome of one RPC. Only validated, non-secret fields are logged:
-// never the volume_context (it may carry service-account tokens) nor secrets.
-void LogOutcome(std::string_view rpc, std::string_view volume_id,
-                const grpc::Status& status,
-                std::chrono::steady_clock::time_point start) {
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
-  if (status.ok()) {
-    spdlog::debug("{} volume {}: OK in {} us", rpc, volume_id, micros);
-  } else {
-    spdlog::warn("{} volume {}: code {} in {} us: {}", rpc, volume_id,
-                 static_cast<int>(status.error_code()), micros,
-                 status.error_message());
+constexpr RpcKind kPublishRpc{"NodePublishVolume", &Metrics::ObservePublish};
+constexpr RpcKind kUnpublishRpc{"NodeUnpublishVolume",
+                                &Metrics::ObserveUnpublish};
+constexpr RpcKind kCapabilitiesRpc{"NodeGetCapabilities"};
+constexpr RpcKind kInfoRpc{"NodeGetInfo"};
+
+// A refused request's fields may be anything: none of them is logged.
+constexpr std::string_view kInvalidVolume = "(invalid)";
+
+// Runs `act` on a validated request; the answer names its volume.
+template <typename Response, typename Spec, typename Act>
+RpcAnswer<Response> ActOnValid(const std::expected<Spec, RequestError>& spec,
+                               Act act) {
+  if (!spec) {
+    return {std::unexpected(spec.error().ToStatus()),
+            std::string(kInvalidVolume)};
   }
+  grpc::Status status = act(*spec);
+  if (!status.ok()) {
+    return {std::unexpected(std::move(status)), spec->volume_id};
+  }
+  return {Response{}, spec->volume_id};
 }
 
 }  // namespace
+
+RpcAnswer<csi::v1::NodePublishVolumeResponse> HandleNodePublishVolume(
+    const csi::v1::NodePublishVolumeRequest& request, Publisher& publisher,
+    const ValidationPolicy& policy) {
+  return ActOnValid<csi::v1::NodePublishVolumeResponse>(
+      ValidatePublishRequest(request, policy),
+      [&](const PublishSpec& spec) { return publisher.Publish(spec); });
+}
+
+RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
+    const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher) {
+  return ActOnValid<csi::v1::NodeUnpublishVolumeResponse>(
+      ValidateUnpublishRequest(request),
+      [&](const UnpublishSpec& spec) { return publisher.Unpublish(spec); });
+}
+
+csi::v1::NodeGetCapabilitiesResponse HandleNodeGetCapabilities() { return {}; }
+
+csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id) {
+  csi::v1::NodeGetInfoResponse response;
+  response.set_node_id(node_id);
+  return response;
+}
 
 NodeService::NodeService(std::string node_id, Publisher& publisher,
                          Metrics* metrics, ValidationPolicy policy)
@@ -35,89 +59,37 @@ NodeService::NodeService(std::string node_id, Publisher& publisher,
       metrics_(metrics),
       policy_(policy) {}
 
-grpc::Status NodeService::NodePublishVolume(
-    grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* request,
-    csi::v1::NodePublishVolumeResponse*) {
-  const auto start = std::chrono::steady_clock::now();
-  auto spec = ValidatePublishRequest(*request, policy_);
-  grpc::Status status =
-      spec ? publisher_.Publish(*spec) : spec.error().ToStatus();
-  LogOutcome("NodePublishVolume", spec ? spec->volume_id : "(invalid)", status,
-             start);
-  if (metrics_) {
-    metrics_->ObservePublish(status.error_code(),
-                             std::chrono::steady_clock::now() - start);
-  }
-  return status;
-}
-
-grpc::Status NodeService::NodeUnpublishVolume(
-    grpc::ServerContext*, const csi::v1::NodeUnpublishVolumeRequest* request,
-    csi::v1::NodeUnpublishVolumeResponse*) {
-  const auto start = std::chrono::steady_clock::now();
-  auto spec = ValidateUnpublishRequest(*request);
-  grpc::Status status =
-      spec ? publisher_.Unpublish(*spec) : spec.error().ToStatus();
-  LogOutcome("NodeUnpublishVolume", spec ? spec->volume_id : "(invalid)",
-             status, start);
-  if (metrics_) {
-    metrics_->ObserveUnpublish(status.error_code(),
-                               std::chrono::steady_clock::now() - start);
-  }
-  return status;
-}
-
-grpc::Status NodeService::NodeGetCapabilities(
-    grpc::ServerContext*, const csi::v1::NodeGetCapabilitiesRequest*,
-    csi::v1::NodeGetCapabilitiesResponse*) {
-  return grpc::Status::OK;
-}
-
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      grpc::Status status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(std::move(status));
-  return reactor;
-}
-
-// The handlers never read their grpc::ServerContext (nothing in the call's
-// metadata matters to the driver), so the callback services pass none.
-grpc::ServerUnaryReactor* NodeCallbackService::NodePublishVolume(
+grpc::ServerUnaryReactor* NodeService::NodePublishVolume(
     grpc::CallbackServerContext* context,
     const csi::v1::NodePublishVolumeRequest* request,
     csi::v1::NodePublishVolumeResponse* response) {
-  return FinishUnary(context,
-                     node_.NodePublishVolume(nullptr, request, response));
+  return ServeRpc(context, kPublishRpc, metrics_, response, [&] {
+    return HandleNodePublishVolume(*request, publisher_, policy_);
+  });
 }
 
-grpc::ServerUnaryReactor* NodeCallbackService::NodeUnpublishVolume(
+grpc::ServerUnaryReactor* NodeService::NodeUnpublishVolume(
     grpc::CallbackServerContext* context,
     const csi::v1::NodeUnpublishVolumeRequest* request,
     csi::v1::NodeUnpublishVolumeResponse* response) {
-  return FinishUnary(context,
-                     node_.NodeUnpublishVolume(nullptr, request, response));
+  return ServeRpc(context, kUnpublishRpc, metrics_, response, [&] {
+    return HandleNodeUnpublishVolume(*request, publisher_);
+  });
 }
 
-grpc::ServerUnaryReactor* NodeCallbackService::NodeGetCapabilities(
+grpc::ServerUnaryReactor* NodeService::NodeGetCapabilities(
     grpc::CallbackServerContext* context,
-    const csi::v1::NodeGetCapabilitiesRequest* request,
+    const csi::v1::NodeGetCapabilitiesRequest*,
     csi::v1::NodeGetCapabilitiesResponse* response) {
-  return FinishUnary(context,
-                     node_.NodeGetCapabilities(nullptr, request, response));
+  return ServeRpc(context, kCapabilitiesRpc, metrics_, response,
+                  HandleNodeGetCapabilities);
 }
 
-grpc::ServerUnaryReactor* NodeCallbackService::NodeGetInfo(
-    grpc::CallbackServerContext* context,
-    const csi::v1::NodeGetInfoRequest* request,
+grpc::ServerUnaryReactor* NodeService::NodeGetInfo(
+    grpc::CallbackServerContext* context, const csi::v1::NodeGetInfoRequest*,
     csi::v1::NodeGetInfoResponse* response) {
-  return FinishUnary(context, node_.NodeGetInfo(nullptr, request, response));
-}
-
-grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*,
-                                      const csi::v1::NodeGetInfoRequest*,
-                                      csi::v1::NodeGetInfoResponse* response) {
-  response->set_node_id(node_id_);
-  return grpc::Status::OK;
+  return ServeRpc(context, kInfoRpc, metrics_, response,
+                  [this] { return HandleNodeGetInfo(node_id_); });
 }
 
 }  // namespace fcc::driver

@@ -1,11 +1,9 @@
 // CSI Node: publish and unpublish; everything else is UNIMPLEMENTED (the
 // generated base class answers so for the RPCs not overridden here).
 //
-// NodeService holds the handlers (called directly by the fuzz target);
-// NodeCallbackService is what the server registers: gRPC's callback API runs
-// each handler on the thread that read the request, where the synchronous
-// server hands every call to a pool thread (and, with more calls in flight
-// than its 2 pollers, creates and ends a thread per call).
+// The Handle* functions are the handlers, plain functions of the request and
+// what they need (the fuzz target calls them directly); NodeService serves
+// them through ServeRpc, which logs and counts each call.
 #pragma once
 
 #include <string>
@@ -13,42 +11,28 @@
 #include "csi.grpc.pb.h"
 #include "driver/metrics.h"
 #include "driver/publisher.h"
+#include "driver/rpc.h"
+#include "driver/volume_request.h"
 
 namespace fcc::driver {
 
-class NodeService final : public csi::v1::Node::Service {
+RpcAnswer<csi::v1::NodePublishVolumeResponse> HandleNodePublishVolume(
+    const csi::v1::NodePublishVolumeRequest& request, Publisher& publisher,
+    const ValidationPolicy& policy);
+RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
+    const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher);
+// Advertises nothing: no staging, no stats, no expansion.
+csi::v1::NodeGetCapabilitiesResponse HandleNodeGetCapabilities();
+csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id);
+
+// The handlers block only for bounded work (a few syscalls, at most one key
+// derivation); gRPC's callback executor adds threads when all of its own are
+// busy.
+class NodeService final : public csi::v1::Node::CallbackService {
  public:
   // `metrics` (optional) counts and times publish and unpublish.
   NodeService(std::string node_id, Publisher& publisher,
               Metrics* metrics = nullptr, ValidationPolicy policy = {});
-
-  grpc::Status NodePublishVolume(
-      grpc::ServerContext*, const csi::v1::NodePublishVolumeRequest* request,
-      csi::v1::NodePublishVolumeResponse*) override;
-  grpc::Status NodeUnpublishVolume(
-      grpc::ServerContext*, const csi::v1::NodeUnpublishVolumeRequest* request,
-      csi::v1::NodeUnpublishVolumeResponse*) override;
-  // Advertises nothing: no staging, no stats, no expansion.
-  grpc::Status NodeGetCapabilities(
-      grpc::ServerContext*, const csi::v1::NodeGetCapabilitiesRequest*,
-      csi::v1::NodeGetCapabilitiesResponse*) override;
-  grpc::Status NodeGetInfo(grpc::ServerContext*,
-                           const csi::v1::NodeGetInfoRequest*,
-                           csi::v1::NodeGetInfoResponse* response) override;
-
- private:
-  const std::string node_id_;
-  Publisher& publisher_;
-  Metrics* const metrics_;
-  const ValidationPolicy policy_;
-};
-
-// Serves `node` through gRPC's callback API. The handlers block for their
-// syscalls (~100 us) and at most one key derivation, all bounded; gRPC's
-// callback executor adds threads when every one of its threads is busy.
-class NodeCallbackService final : public csi::v1::Node::CallbackService {
- public:
-  explicit NodeCallbackService(NodeService& node) : node_(node) {}
 
   grpc::ServerUnaryReactor* NodePublishVolume(
       grpc::CallbackServerContext* context,
@@ -68,12 +52,10 @@ class NodeCallbackService final : public csi::v1::Node::CallbackService {
       csi::v1::NodeGetInfoResponse* response) override;
 
  private:
-  NodeService& node_;
+  const std::string node_id_;
+  Publisher& publisher_;
+  Metrics* const metrics_;
+  const ValidationPolicy policy_;
 };
-
-// Finishes a unary callback RPC with `status` (the handler already filled in
-// the response).
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      grpc::Status status);
 
 }  // namespace fcc::driver

@@ -3,15 +3,21 @@
 #include <spdlog/spdlog.h>
 #include <sys/un.h>
 
-#include "driver/node_service.h"  // FinishUnary
-#include "driver/volume_request.h"
+#include "common/names.h"
+#include "driver/rpc.h"
 
 namespace fcc::driver {
+namespace {
+
+constexpr RpcKind kGetInfoRpc{"GetInfo"};
+constexpr RpcKind kNotifyRpc{"NotifyRegistrationStatus"};
+
+}  // namespace
 
 std::string RegistrationSocketPath(const std::string& registration_dir) {
   std::string dir = registration_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return dir + "/" + std::string(kDriverName) + "-reg.sock";
+  return dir + "/" + std::string(common::kDriverName) + "-reg.sock";
 }
 
 std::expected<void, std::string> CheckKubeletRegistrationPath(
@@ -39,7 +45,7 @@ pluginregistration::PluginInfo MakePluginInfo(
     const std::string& kubelet_registration_path) {
   pluginregistration::PluginInfo info;
   info.set_type(std::string(kCsiPluginType));
-  info.set_name(std::string(kDriverName));
+  info.set_name(std::string(common::kDriverName));
   info.set_endpoint(kubelet_registration_path);
   info.add_supported_versions(std::string(kCsiSupportedVersion));
   return info;
@@ -59,30 +65,42 @@ std::optional<std::string> RegistrationState::Failure() const {
   return failure_;
 }
 
-grpc::ServerUnaryReactor* RegistrationCallbackService::GetInfo(
+pluginregistration::PluginInfo HandleGetInfo(
+    const pluginregistration::PluginInfo& info) {
+  spdlog::debug("kubelet asked for plugin info (endpoint {})", info.endpoint());
+  return info;
+}
+
+pluginregistration::RegistrationStatusResponse HandleNotifyRegistrationStatus(
+    const pluginregistration::RegistrationStatus& request,
+    const pluginregistration::PluginInfo& info, RegistrationState& state) {
+  state.Record(request.plugin_registered(), request.error());
+  if (request.plugin_registered()) {
+    spdlog::info("kubelet registered {} (CSI endpoint {})", common::kDriverName,
+                 info.endpoint());
+  } else {
+    // kubelet retries with backoff; /healthz fails until it succeeds.
+    spdlog::error("kubelet refused to register {}: {}", common::kDriverName,
+                  request.error());
+  }
+  return {};
+}
+
+grpc::ServerUnaryReactor* RegistrationService::GetInfo(
     grpc::CallbackServerContext* context,
     const pluginregistration::InfoRequest*,
     pluginregistration::PluginInfo* response) {
-  *response = info_;
-  spdlog::debug("kubelet asked for plugin info (endpoint {})",
-                info_.endpoint());
-  return FinishUnary(context, grpc::Status::OK);
+  return ServeRpc(context, kGetInfoRpc, nullptr, response,
+                  [this] { return HandleGetInfo(info_); });
 }
 
-grpc::ServerUnaryReactor* RegistrationCallbackService::NotifyRegistrationStatus(
+grpc::ServerUnaryReactor* RegistrationService::NotifyRegistrationStatus(
     grpc::CallbackServerContext* context,
     const pluginregistration::RegistrationStatus* request,
-    pluginregistration::RegistrationStatusResponse*) {
-  state_.Record(request->plugin_registered(), request->error());
-  if (request->plugin_registered()) {
-    spdlog::info("kubelet registered {} (CSI endpoint {})", kDriverName,
-                 info_.endpoint());
-  } else {
-    // kubelet retries with backoff; /healthz fails until it succeeds.
-    spdlog::error("kubelet refused to register {}: {}", kDriverName,
-                  request->error());
-  }
-  return FinishUnary(context, grpc::Status::OK);
+    pluginregistration::RegistrationStatusResponse* response) {
+  return ServeRpc(context, kNotifyRpc, nullptr, response, [&] {
+    return HandleNotifyRegistrationStatus(*request, info_, state_);
+  });
 }
 
 }  // namespace fcc::driver

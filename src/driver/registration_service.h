@@ -46,12 +46,18 @@ class RegistrationState {
   std::optional<std::string> failure_;
 };
 
-// The Registration service over gRPC's callback API.
-class RegistrationCallbackService final
+// The handlers (see node_service.h).
+pluginregistration::PluginInfo HandleGetInfo(
+    const pluginregistration::PluginInfo& info);
+pluginregistration::RegistrationStatusResponse HandleNotifyRegistrationStatus(
+    const pluginregistration::RegistrationStatus& request,
+    const pluginregistration::PluginInfo& info, RegistrationState& state);
+
+class RegistrationService final
     : public pluginregistration::Registration::CallbackService {
  public:
-  RegistrationCallbackService(pluginregistration::PluginInfo info,
-                              RegistrationState& state)
+  RegistrationService(pluginregistration::PluginInfo info,
+                      RegistrationState& state)
       : info_(std::move(info)), state_(state) {}
 
   grpc::ServerUnaryReactor* GetInfo(

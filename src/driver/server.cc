@@ -1,7 +1,7 @@
 #include "driver/server.h"
 
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +13,10 @@
 #include <filesystem>
 
 #include "common/http_server.h"
+#include "common/names.h"
+#include "common/signals.h"
+#include "common/unique_fd.h"
+#include "curve/secret.h"
 #include "driver/health_check.h"
 #include "driver/identity_service.h"
 #include "driver/key_cache.h"
@@ -20,7 +24,6 @@
 #include "driver/metrics.h"
 #include "driver/node_service.h"
 #include "driver/registration_service.h"
-#include "driver/unique_fd.h"
 
 namespace fcc::driver {
 namespace {
@@ -31,7 +34,7 @@ bool SocketIsLive(const std::string& path) {
   if (path.size() >= sizeof(addr.sun_path)) return false;
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  common::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   return fd && connect(fd.get(), reinterpret_cast<sockaddr*>(&addr),
                        sizeof(addr)) == 0;
 }
@@ -187,63 +190,143 @@ std::unique_ptr<common::HttpServer> StartHttp(const ServeOptions& options,
   return std::move(*started);
 }
 
-int WaitForStopSignal(const sigset_t& stop_signals) {
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  return signal_number;
+std::expected<void, std::string> CheckNodeId(const std::string& node_id) {
+  if (node_id.empty()) {
+    return std::unexpected(
+        "--node-id is empty: pass --node-id or set NODE_NAME (the DaemonSet "
+        "sets it from spec.nodeName); kubelet unregisters a driver without "
+        "one");
+  }
+  // CLI11 reads an empty "--node-id=" as a flag without its value and takes
+  // the next argument instead (e.g. "--master-key-file=..."): refuse that.
+  if (node_id.front() == '-') {
+    return std::unexpected(fmt::format(
+        "--node-id {:?} looks like a flag: was --node-id given an empty "
+        "value? Set NODE_NAME or pass --node-id=<the Kubernetes node name>",
+        node_id));
+  }
+  return {};
+}
+
+// What serving needs before anything starts: sound flags, the master key
+// and free socket paths.
+struct Prepared {
+  SocketPaths paths;
+  curve::Secret master_key;
+};
+
+std::expected<Prepared, std::string> Prepare(const ServeOptions& options) {
+  if (auto ok = CheckNodeId(options.node_id); !ok) {
+    return std::unexpected(ok.error());
+  }
+  auto paths = ResolveSocketPaths(options);
+  if (!paths) return std::unexpected(paths.error());
+  auto master_key = LoadMasterKey(options.master_key_file);
+  if (!master_key) {
+    return std::unexpected("refusing to serve: " + master_key.error());
+  }
+  auto prepared = PrepareSocketPath(paths->csi, "--endpoint");
+  if (prepared && !paths->registration.empty()) {
+    prepared = PrepareSocketPath(paths->registration, "--registration-dir");
+  }
+  if (!prepared) {
+    return std::unexpected("refusing to serve: " + prepared.error());
+  }
+  return Prepared{std::move(*paths), std::move(*master_key)};
+}
+
+// The services the gRPC servers serve, and the health check they feed.
+struct Services {
+  IdentityService& identity;
+  NodeService& node;
+  RegistrationService& registration;
+  HealthCheck& health;
+};
+
+struct Servers {
+  std::unique_ptr<grpc::Server> csi;
+  std::unique_ptr<grpc::Server> registration;  // null: not registering
+};
+
+// The services are callback services: gRPC runs each handler on the thread
+// that read the call, where a synchronous server starts and ends pool threads
+// as load comes and goes.
+std::expected<Servers, std::string> StartServers(const ServeOptions& options,
+                                                 const SocketPaths& paths,
+                                                 const Services& services) {
+  Servers servers;
+  servers.csi =
+      ServeUnixSocket(paths.csi, {&services.identity, &services.node});
+  if (!servers.csi) return std::unexpected("cannot listen on " + paths.csi);
+  spdlog::info("{} {} serving on {} for node {}", common::kDriverName, FCC_VERSION,
+               paths.csi, options.node_id);
+  if (paths.registration.empty()) return servers;
+  // kubelet calls NodeGetInfo on the CSI socket while it registers us, so
+  // the registration socket appears only once CSI is served.
+  servers.registration =
+      ServeUnixSocket(paths.registration, {&services.registration});
+  if (!servers.registration) {
+    StopServer(*servers.csi, paths.csi, std::chrono::seconds(30));
+    return std::unexpected("cannot listen on " + paths.registration);
+  }
+  spdlog::info(
+      "registration socket {} for kubelet's plugin watcher (CSI endpoint "
+      "on the host: {})",
+      paths.registration, options.kubelet_registration_path);
+  return servers;
+}
+
+void StopServers(Servers& servers, const SocketPaths& paths,
+                 HealthCheck& health) {
+  health.MarkStopping();
+  if (servers.registration) {
+    // Its removal is what makes kubelet unregister the driver: first, so
+    // kubelet stops sending calls the CSI server is about to refuse.
+    unlink(paths.registration.c_str());
+    spdlog::info("removed registration socket {}", paths.registration);
+    StopServer(*servers.registration, paths.registration,
+               std::chrono::seconds(1));
+  }
+  StopServer(*servers.csi, paths.csi, std::chrono::seconds(30));
+}
+
+// Serves until SIGTERM or SIGINT. Returns the process exit code.
+int ServeUntilStopped(const ServeOptions& options, const SocketPaths& paths,
+                      const Services& services,
+                      common::SignalWaiter& signals) {
+  auto servers = StartServers(options, paths, services);
+  if (!servers) {
+    spdlog::error("{}", servers.error());
+    return 1;
+  }
+  if (auto marked = services.health.MarkServing(); !marked) {
+    spdlog::error("/healthz stays unhealthy: {}", marked.error());
+  }
+  const int signal_number = signals.Wait();
+  spdlog::info("received {}; finishing in-flight calls",
+               strsignal(signal_number));
+  StopServers(*servers, paths, services.health);
+  spdlog::info("stopped");
+  return 0;
 }
 
 }  // namespace
 
 int Serve(const ServeOptions& options) {
-  if (options.node_id.empty()) {
-    spdlog::error(
-        "--node-id is empty: pass --node-id or set NODE_NAME (the DaemonSet "
-        "sets it from spec.nodeName); kubelet unregisters a driver without "
-        "one");
+  auto prepared = Prepare(options);
+  if (!prepared) {
+    spdlog::error("{}", prepared.error());
     return 2;
   }
-  // CLI11 reads an empty "--node-id=" as a flag without its value and takes
-  // the next argument instead (e.g. "--master-key-file=..."): refuse that.
-  if (options.node_id.front() == '-') {
-    spdlog::error(
-        "--node-id {:?} looks like a flag: was --node-id given an empty "
-        "value? Set NODE_NAME or pass --node-id=<the Kubernetes node name>",
-        options.node_id);
-    return 2;
-  }
-  auto paths = ResolveSocketPaths(options);
-  if (!paths) {
-    spdlog::error("{}", paths.error());
-    return 2;
-  }
-  auto master_key = LoadMasterKey(options.master_key_file);
-  if (!master_key) {
-    spdlog::error("refusing to serve: {}", master_key.error());
-    return 2;
-  }
-  if (auto prepared = PrepareSocketPath(paths->csi, "--endpoint"); !prepared) {
-    spdlog::error("refusing to serve: {}", prepared.error());
-    return 2;
-  }
-  if (!paths->registration.empty()) {
-    auto prepared =
-        PrepareSocketPath(paths->registration, "--registration-dir");
-    if (!prepared) {
-      spdlog::error("refusing to serve: {}", prepared.error());
-      return 2;
-    }
+  const SocketPaths& paths = prepared->paths;
+  // Before gRPC starts its threads, so that they inherit the signal mask.
+  auto signals = common::SignalWaiter::Create();
+  if (!signals) {
+    spdlog::error("{}", signals.error());
+    return 1;
   }
 
-  // Signals are taken by sigwait below, not by handlers in random threads;
-  // block them before gRPC starts its threads so they inherit the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
-  KeyCache keys(std::move(*master_key));
+  KeyCache keys(std::move(prepared->master_key));
   const std::unique_ptr<LinuxHostFs> host_fs =
       MakeLinuxHostFs(options.mount_api.value_or(DetectMountApi()));
   LogMountApi(*host_fs, options);
@@ -252,64 +335,16 @@ int Serve(const ServeOptions& options) {
   Metrics metrics(&keys);
   NodeService node(options.node_id, publisher, &metrics, options.validation);
   RegistrationState registration;
-  HealthCheck health({.csi_socket_path = paths->csi,
-                      .registration_socket_path = paths->registration,
+  RegistrationService registration_service(
+      MakePluginInfo(options.kubelet_registration_path), registration);
+  HealthCheck health({.csi_socket_path = paths.csi,
+                      .registration_socket_path = paths.registration,
                       .registration = &registration});
   std::unique_ptr<common::HttpServer> http =
       StartHttp(options, metrics, health);
-
-  // Callback API: gRPC runs each handler on its own threads. The synchronous
-  // server handed every call to a pool thread and, with more calls in flight
-  // than its 2 pollers, started and ended threads as it went (strace of a
-  // driver_bench c=8 run: 2,694 thread starts for ~6,100 RPCs).
-  IdentityCallbackService identity_callback(identity);
-  NodeCallbackService node_callback(node);
-  std::unique_ptr<grpc::Server> server =
-      ServeUnixSocket(paths->csi, {&identity_callback, &node_callback});
-  if (!server) {
-    spdlog::error("cannot listen on {}", paths->csi);
-    return 1;
-  }
-  spdlog::info("{} {} serving on {} for node {}", kDriverName, FCC_VERSION,
-               paths->csi, options.node_id);
-
-  // kubelet calls NodeGetInfo on the CSI socket while it registers us, so
-  // the registration socket appears only once CSI is served.
-  RegistrationCallbackService registration_callback(
-      MakePluginInfo(options.kubelet_registration_path), registration);
-  std::unique_ptr<grpc::Server> registration_server;
-  if (!paths->registration.empty()) {
-    registration_server =
-        ServeUnixSocket(paths->registration, {&registration_callback});
-    if (!registration_server) {
-      spdlog::error("cannot listen on {}", paths->registration);
-      StopServer(*server, paths->csi, std::chrono::seconds(30));
-      return 1;
-    }
-    spdlog::info(
-        "registration socket {} for kubelet's plugin watcher (CSI endpoint "
-        "on the host: {})",
-        paths->registration, options.kubelet_registration_path);
-  }
-  if (auto marked = health.MarkServing(); !marked) {
-    spdlog::error("/healthz stays unhealthy: {}", marked.error());
-  }
-
-  const int signal_number = WaitForStopSignal(stop_signals);
-  spdlog::info("received {}; finishing in-flight calls",
-               strsignal(signal_number));
-  health.MarkStopping();
-  if (registration_server) {
-    // Its removal is what makes kubelet unregister the driver: first, so
-    // kubelet stops sending calls the CSI server is about to refuse.
-    unlink(paths->registration.c_str());
-    spdlog::info("removed registration socket {}", paths->registration);
-    StopServer(*registration_server, paths->registration,
-               std::chrono::seconds(1));
-  }
-  StopServer(*server, paths->csi, std::chrono::seconds(30));
-  spdlog::info("stopped");
-  return 0;
+  return ServeUntilStopped(options, paths,
+                           {identity, node, registration_service, health},
+                           *signals);
 }
 
 }  // namespace fcc::driver

@@ -15,8 +15,6 @@
 
 namespace fcc::driver {
 
-inline constexpr std::string_view kDriverName = "curve.minicluster.dev";
-
 // Volume attribute keys the user may set (volumes[].csi.volumeAttributes).
 inline constexpr std::string_view kAttrMiniCluster = "minicluster";
 inline constexpr std::string_view kAttrGeneration = "generation";

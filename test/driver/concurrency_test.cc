@@ -13,7 +13,7 @@
 
 #include "csi_client.h"
 #include "curve/cert_file.h"
-#include "driver/key_cache.h"
+#include "curve/minicluster_cert.h"
 #include "driver_process.h"
 #include "driver_test_env.h"
 #include "mount_env.h"
@@ -67,7 +67,7 @@ class ConcurrencyTest : public DriverTest {
   }
   std::string ExpectedCert(const curve::MiniClusterId& mc) const {
     return std::string(
-        driver::MakeMiniClusterCert(curve::Secret(master_key_bytes_), mc)
+        curve::MakeMiniClusterCert(curve::Secret(master_key_bytes_), mc)
             .text.reveal());
   }
 

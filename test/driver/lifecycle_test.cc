@@ -14,7 +14,7 @@
 
 #include "csi_client.h"
 #include "curve/cert_file.h"
-#include "driver/key_cache.h"
+#include "curve/minicluster_cert.h"
 #include "driver_process.h"
 #include "driver_test_env.h"
 #include "mount_env.h"
@@ -54,7 +54,7 @@ class LifecycleTest : public DriverTest {
   std::string ExpectedCert(const std::string& name,
                            const std::string& generation = "") const {
     const auto cert =
-        driver::MakeMiniClusterCert(curve::Secret(master_key_bytes_),
+        curve::MakeMiniClusterCert(curve::Secret(master_key_bytes_),
                                     {pod_.namespace_name, name, generation});
     return std::string(cert.text.reveal());
   }

@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "driver/key_cache.h"
+#include "curve/minicluster_cert.h"
 #include "http_driver_test.h"
 
 namespace fcc::testing {
@@ -103,7 +103,7 @@ TEST_F(MetricsTest, CountersAndGaugesFollowRealPublishes) {
   EXPECT_EQ(Sample(again, "flux_curve_csi_miniclusters_cached", {}), 2);
 
   // Never a secret, and no names or paths either (labels are codes only).
-  const auto cert = driver::MakeMiniClusterCert(
+  const auto cert = curve::MakeMiniClusterCert(
       curve::Secret(master_key_bytes_), {pod_.namespace_name, "lammps", ""});
   const std::string text(cert.text.reveal());
   const size_t at = text.find("secret-key = \"");

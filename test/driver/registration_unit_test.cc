@@ -57,6 +57,22 @@ TEST(RegistrationStateTest, RemembersTheLatestVerdict) {
   EXPECT_FALSE(state.Failure());
 }
 
+// The handlers, called as the Registration service calls them.
+TEST(RegistrationHandlersTest, AnswerThePluginInfoAndRecordKubeletsVerdict) {
+  const auto info = MakePluginInfo("/var/lib/kubelet/plugins/x/csi.sock");
+  EXPECT_EQ(HandleGetInfo(info).SerializeAsString(), info.SerializeAsString());
+  RegistrationState state;
+  pluginregistration::RegistrationStatus refused;
+  refused.set_plugin_registered(false);
+  refused.set_error("version 1.0.0 not supported");
+  HandleNotifyRegistrationStatus(refused, info, state);
+  EXPECT_EQ(state.Failure(), "version 1.0.0 not supported");
+  pluginregistration::RegistrationStatus registered;
+  registered.set_plugin_registered(true);
+  HandleNotifyRegistrationStatus(registered, info, state);
+  EXPECT_FALSE(state.Failure());
+}
+
 TEST(ProbeVerdictTest, ReadyUnlessFailedOrExplicitlyNotReady) {
   csi::v1::ProbeResponse unset;
   EXPECT_TRUE(ProbeVerdict(grpc::Status::OK, unset));

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <sstream>
 
+#include "common/names.h"
+
 namespace fcc::testing {
 namespace {
 
@@ -179,7 +181,7 @@ std::error_code FakeHostFs::Remove(const std::string& path) {
 FakeHostFs::Layer FakeHostFs::NewTmpfs(const driver::TmpfsSpec& spec) {
   Layer layer;
   layer.tmpfs = true;
-  layer.source = driver::kMountSource;
+  layer.source = common::kDriverName;
   layer.size_limit = spec.size_bytes;
   layer.nodes[""] = Node{.kind = Node::kDir,
                          .mode = spec.mode,

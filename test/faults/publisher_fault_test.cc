@@ -54,7 +54,7 @@ class PublisherFaultTest : public ::testing::Test {
     EXPECT_EQ(file->uid, 1000u);
     EXPECT_EQ(file->gid, 2000u);
     EXPECT_EQ(file->content,
-              driver::MakeMiniClusterCert(master_, spec_.minicluster).text);
+              curve::MakeMiniClusterCert(master_, spec_.minicluster).text);
   }
 
   // A later "kubelet" publish (twice) and unpublish (twice) converge.

@@ -13,7 +13,7 @@
 
 #include "csi_client.h"
 #include "curve/cert_file.h"
-#include "driver/key_cache.h"
+#include "curve/minicluster_cert.h"
 #include "driver_process.h"
 #include "mount_env.h"
 
@@ -160,7 +160,7 @@ class RealDriverTest : public ::testing::Test {
   std::string Cert(const std::string& ns, const std::string& name,
                    const std::string& master = "") const {
     return std::string(
-        driver::MakeMiniClusterCert(
+        curve::MakeMiniClusterCert(
             curve::Secret(master.empty() ? master_key_bytes_ : master),
             {ns, name, ""})
             .text.reveal());
