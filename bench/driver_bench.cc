@@ -187,7 +187,7 @@ std::string FloorUnpublish(const std::string& target) {
 // floor (that is FloorPublish): it shows what the driver adds over the
 // syscalls it chose.
 bool TargetMissing(const std::string& target) {
-  struct statx stx {};
+  struct statx stx{};
   return statx(AT_FDCWD, target.c_str(), AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
                STATX_TYPE, &stx) != 0 &&
          errno == ENOENT;
@@ -244,7 +244,7 @@ std::string FloorApiPublish(const std::string& target,
 }
 
 std::string FloorApiUnpublish(const std::string& target) {
-  struct statx stx {};
+  struct statx stx{};
   if (statx(AT_FDCWD, target.c_str(), AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
             STATX_TYPE, &stx) != 0) {
     return Errno("statx", target);

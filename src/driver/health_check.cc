@@ -12,7 +12,7 @@ namespace fcc::driver {
 
 std::expected<SocketIdentity, std::string> IdentifySocket(
     const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   if (lstat(path.c_str(), &st) != 0) {
     return std::unexpected(path + ": " + std::strerror(errno));
   }
@@ -22,7 +22,7 @@ std::expected<SocketIdentity, std::string> IdentifySocket(
 
 std::expected<void, std::string> CheckSocketIdentity(
     const std::string& path, const SocketIdentity& expected) {
-  struct stat st {};
+  struct stat st{};
   if (lstat(path.c_str(), &st) != 0) {
     return std::unexpected("socket " + path + " is gone");
   }

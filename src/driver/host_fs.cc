@@ -31,9 +31,9 @@ constexpr unsigned kTmpfsMountAttrs =
 std::error_code WriteFileAt(int dir, const std::string& name,
                             std::string_view content, mode_t mode, uid_t uid,
                             gid_t gid) {
-  common::UniqueFd fd(openat(dir, name.c_str(),
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     0));  // no permissions until the owner is right
+  common::UniqueFd fd(openat(
+      dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+      0));  // no permissions until the owner is right
   if (!fd) return LastError();
   size_t written = 0;
   while (written < content.size()) {
@@ -150,8 +150,8 @@ std::error_code LinuxHostFs::Unmount(const std::string& target) {
 
 std::expected<FileSnapshot, std::error_code> LinuxHostFs::ReadFile(
     const std::string& path, size_t max_bytes) {
-  common::UniqueFd fd(open(path.c_str(),
-                   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  common::UniqueFd fd(open(
+      path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (!fd) return std::unexpected(LastError());
   struct stat st{};
   if (fstat(fd.get(), &st) != 0) return std::unexpected(LastError());
@@ -246,8 +246,10 @@ class DetachedTmpfs final : public PendingMount {
   }
 
  private:
-  common::UniqueFd context_;  // fsopen: configures (and later reconfigures) the sb
-  common::UniqueFd mount_;    // fsmount: the detached mount
+  // fsopen: configures (and later reconfigures) the superblock.
+  common::UniqueFd context_;
+  // fsmount: the detached mount.
+  common::UniqueFd mount_;
 };
 
 }  // namespace
@@ -257,7 +259,8 @@ FsmountHostFs::MakeTmpfs(const TmpfsSpec& spec) {
   common::UniqueFd context(fsopen("tmpfs", FSOPEN_CLOEXEC));
   if (!context) return std::unexpected(LastError());
   const int ctx = context.get();
-  if (fsconfig(ctx, FSCONFIG_SET_STRING, "source", common::kDriverName, 0) != 0) {
+  const char* source = common::kDriverName;
+  if (fsconfig(ctx, FSCONFIG_SET_STRING, "source", source, 0) != 0) {
     return std::unexpected(LastError());
   }
   for (const auto& [key, value] : TmpfsParameters(spec)) {

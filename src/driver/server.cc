@@ -258,8 +258,8 @@ std::expected<Servers, std::string> StartServers(const ServeOptions& options,
   servers.csi =
       ServeUnixSocket(paths.csi, {&services.identity, &services.node});
   if (!servers.csi) return std::unexpected("cannot listen on " + paths.csi);
-  spdlog::info("{} {} serving on {} for node {}", common::kDriverName, FCC_VERSION,
-               paths.csi, options.node_id);
+  spdlog::info("{} {} serving on {} for node {}", common::kDriverName,
+               FCC_VERSION, paths.csi, options.node_id);
   if (paths.registration.empty()) return servers;
   // kubelet calls NodeGetInfo on the CSI socket while it registers us, so
   // the registration socket appears only once CSI is served.
@@ -292,8 +292,7 @@ void StopServers(Servers& servers, const SocketPaths& paths,
 
 // Serves until SIGTERM or SIGINT. Returns the process exit code.
 int ServeUntilStopped(const ServeOptions& options, const SocketPaths& paths,
-                      const Services& services,
-                      common::SignalWaiter& signals) {
+                      const Services& services, common::SignalWaiter& signals) {
   auto servers = StartServers(options, paths, services);
   if (!servers) {
     spdlog::error("{}", servers.error());
@@ -342,9 +341,8 @@ int Serve(const ServeOptions& options) {
                       .registration = &registration});
   std::unique_ptr<common::HttpServer> http =
       StartHttp(options, metrics, health);
-  return ServeUntilStopped(options, paths,
-                           {identity, node, registration_service, health},
-                           *signals);
+  return ServeUntilStopped(
+      options, paths, {identity, node, registration_service, health}, *signals);
 }
 
 }  // namespace fcc::driver

@@ -53,7 +53,7 @@ inline bool HasToken(const std::string& comma_list, const std::string& token) {
 }
 
 inline bool PathExists(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return lstat(path.c_str(), &st) == 0;
 }
 

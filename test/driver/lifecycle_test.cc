@@ -55,7 +55,7 @@ class LifecycleTest : public DriverTest {
                            const std::string& generation = "") const {
     const auto cert =
         curve::MakeMiniClusterCert(curve::Secret(master_key_bytes_),
-                                    {pod_.namespace_name, name, generation});
+                                   {pod_.namespace_name, name, generation});
     return std::string(cert.text.reveal());
   }
 

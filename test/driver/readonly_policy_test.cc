@@ -102,7 +102,7 @@ void ExpectReadOnlyForRoot(const std::string& target) {
 
   ExpectUnwritableEvenForRoot(target);
   const std::string cert = target + "/curve.cert";
-  struct stat st {};
+  struct stat st{};
   ASSERT_EQ(stat(cert.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0400u);
   auto parsed = curve::LoadCertFile(cert);
@@ -186,7 +186,8 @@ class RequireReadonlyTest : public DriverWithFlagTest {
 TEST_F(RequireReadonlyTest, RefusesReadonlyFalseAndSaysWhy) {
   const auto status = client_->Publish(FluxOperatorPublishRequest(pod_));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  for (const char* part : {"readonly", "readOnly: true", "--require-readonly"}) {
+  for (const char* part :
+       {"readonly", "readOnly: true", "--require-readonly"}) {
     EXPECT_NE(status.error_message().find(part), std::string::npos)
         << part << " not in: " << status.error_message();
   }

@@ -78,7 +78,7 @@ class RegistrationTest : public HttpDriverTest {
 };
 
 TEST_F(RegistrationTest, GetInfoTellsKubeletWhereTheCsiSocketIs) {
-  struct stat st {};
+  struct stat st{};
   ASSERT_EQ(lstat(reg_socket().c_str(), &st), 0) << log();
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -132,7 +132,8 @@ TEST_F(RegistrationTest, HealthFailsWhenTheCsiSocketIsUnlinked) {
   const std::string text = log();
   const size_t first = text.find(" warning unhealthy: CSI socket");
   ASSERT_NE(first, std::string::npos) << text;
-  EXPECT_EQ(text.find(" warning unhealthy", first + 1), std::string::npos) << text;
+  EXPECT_EQ(text.find(" warning unhealthy", first + 1), std::string::npos)
+      << text;
 }
 
 TEST_F(RegistrationTest, HealthFailsWhenTheRegistrationSocketIsRemoved) {

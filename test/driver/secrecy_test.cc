@@ -314,7 +314,7 @@ TEST(SecrecySearchTest, FindsEveryPlantedSecret) {
 using SecrecySocketTest = DriverTest;
 
 TEST_F(SecrecySocketTest, SocketIsRootsAlone) {
-  struct stat st {};
+  struct stat st{};
   ASSERT_EQ(lstat(socket_path().c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u) << std::oct << (st.st_mode & 0777);

@@ -140,7 +140,7 @@ TEST_F(SecurityTest, CertIs0400AndOwnedAsAsked) {
   const std::string target = KubeletTargetPath(pod);
   EXPECT_EQ(InspectVolume(target, Cert("default", "lammps"), 1234, 5678).state,
             VolumeState::kHealthy);
-  struct stat st {};
+  struct stat st{};
   ASSERT_EQ(lstat((target + "/curve.cert").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0400u);
   EXPECT_EQ(st.st_uid, 1234u);
@@ -155,12 +155,12 @@ TEST_F(SecurityTest, CertIs0400AndOwnedAsAsked) {
 std::vector<std::string> FilesContaining(const std::string& dir,
                                          const std::string& needle) {
   std::vector<std::string> hits;
-  struct stat top {};
+  struct stat top{};
   if (stat(dir.c_str(), &top) != 0) return hits;
   for (auto it = fs::recursive_directory_iterator(
            dir, fs::directory_options::skip_permission_denied);
        it != fs::recursive_directory_iterator(); ++it) {
-    struct stat st {};
+    struct stat st{};
     if (lstat(it->path().c_str(), &st) != 0) continue;
     if (st.st_dev != top.st_dev) {  // a volume's tmpfs: keys belong there
       if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();
@@ -223,7 +223,7 @@ TEST_F(SecurityTest, NoKeyMaterialOutsideTheVolumes) {
 // still cannot connect (EACCES), while root can.
 TEST_F(SecurityTest, SocketIsNotAccessibleToNonRoot) {
   const std::string socket_path = driver_->options().socket_path;
-  struct stat st {};
+  struct stat st{};
   ASSERT_EQ(lstat(socket_path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0077, 0u) << std::oct << st.st_mode;

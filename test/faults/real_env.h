@@ -20,7 +20,7 @@
 namespace fcc::testing {
 
 inline bool Exists(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return lstat(path.c_str(), &st) == 0;
 }
 
@@ -58,7 +58,7 @@ struct VolumeReport {
 inline VolumeReport InspectVolume(const std::string& target,
                                   const std::string& expected_cert, uid_t uid,
                                   gid_t gid) {
-  struct stat st {};
+  struct stat st{};
   if (lstat(target.c_str(), &st) != 0) return {VolumeState::kAbsent, ""};
   const auto mounts = MountsUnder(target);
   if (mounts.empty()) {
@@ -83,7 +83,7 @@ inline VolumeReport InspectVolume(const std::string& target,
     }
   }
   const std::string cert_path = target + "/curve.cert";
-  struct stat cst {};
+  struct stat cst{};
   const bool ro =
       HasOption(m.options, "ro") && HasOption(m.super_options, "ro");
   if (!ro || lstat(cert_path.c_str(), &cst) != 0 ||
