@@ -190,10 +190,10 @@ KubeConfig InClusterConfig() {
     throw std::runtime_error("in-cluster config: " + config.token_file +
                              " missing; is automountServiceAccountToken off?");
   }
-  try {
-    config.namespace_name = TrimTrailingNewlines(
-        ReadFile(std::string(kServiceAccountDir) + "/namespace"));
-  } catch (const std::exception&) {
+  // Optional: without it, namespaced calls name their namespace.
+  if (auto ns = common::ReadTextFile(std::string(kServiceAccountDir) +
+                                     "/namespace")) {
+    config.namespace_name = TrimTrailingNewlines(std::move(*ns));
   }
   return config;
 }

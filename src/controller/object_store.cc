@@ -31,6 +31,7 @@ std::vector<json> ObjectStore::ByIndex(const std::string& value) const {
 std::vector<std::string> ObjectStore::Keys() const {
   std::lock_guard lock(mu_);
   std::vector<std::string> keys;
+  keys.reserve(objects_.size());
   for (const auto& [key, _] : objects_) keys.push_back(key);
   return keys;
 }

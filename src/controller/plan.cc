@@ -50,14 +50,19 @@ Action StatusAction(const MiniCluster& mc, json status) {
 
 // The MiniCluster to act on; nullopt when it is gone, being deleted (the
 // garbage collector cleans up) or not a MiniCluster at all.
-std::optional<ParseResult> ParseObserved(const Observed& observed) {
+struct Parsed {
+  MiniCluster mc;
+  std::string errors;  // what is wrong with its spec; empty: valid
+};
+
+std::optional<Parsed> ParseObserved(const Observed& observed) {
   if (observed.minicluster == nullptr ||
       ObjectMeta(*observed.minicluster).deleting()) {
     return std::nullopt;
   }
   ParseResult parsed = ParseMiniCluster(*observed.minicluster);
   if (!parsed.minicluster) return std::nullopt;
-  return parsed;
+  return Parsed{std::move(*parsed.minicluster), parsed.ErrorText()};
 }
 
 // A Job of the MiniCluster's name that it does not control: a user's, or
@@ -76,11 +81,11 @@ json JobNameTakenStatus(const MiniCluster& mc, const std::string& now) {
   return status;
 }
 
-std::optional<Action> StatusStep(const ParseResult& parsed,
-                                 const Observed& observed,
+std::optional<Action> StatusStep(const Parsed& parsed, const Observed& observed,
                                  const std::string& now) {
-  const MiniCluster& mc = *parsed.minicluster;
-  json status = !parsed.ok() ? InvalidSpecStatus(mc, parsed.ErrorText(), now)
+  const MiniCluster& mc = parsed.mc;
+  json status = !parsed.errors.empty()
+                    ? InvalidSpecStatus(mc, parsed.errors, now)
                 : JobInTheWay(mc, observed.job)
                     ? JobNameTakenStatus(mc, now)
                     : ComputeStatus(mc, observed.job, observed.workload, now);
@@ -142,8 +147,8 @@ std::vector<Action> PlanReconcile(const Observed& observed,
   std::vector<Action> actions;
   const auto parsed = ParseObserved(observed);
   if (!parsed) return actions;
-  const MiniCluster& mc = *parsed->minicluster;
-  if (parsed->ok()) {
+  const MiniCluster& mc = parsed->mc;
+  if (parsed->errors.empty()) {
     if (auto service = ServiceStep(mc, observed.service, options))
       actions.push_back(std::move(*service));
     if (observed.job == nullptr) {

@@ -22,9 +22,12 @@ std::string RenderMiniCluster(const std::string& manifest,
     if (meta.value("uid", "").empty()) meta["uid"] = kRenderUidPlaceholder;
   }
   ParseResult parsed = ParseMiniCluster(object);
-  if (!parsed.ok()) throw std::runtime_error(parsed.ErrorText());
-  return "---\n" + JsonToYaml(DesiredService(*parsed.minicluster, options)) +
-         "---\n" + JsonToYaml(DesiredJob(*parsed.minicluster, options));
+  if (!parsed.minicluster || !parsed.errors.empty()) {
+    throw std::runtime_error(parsed.ErrorText());
+  }
+  const MiniCluster& mc = *parsed.minicluster;
+  return "---\n" + JsonToYaml(DesiredService(mc, options)) + "---\n" +
+         JsonToYaml(DesiredJob(mc, options));
 }
 
 }  // namespace fcc::controller

@@ -17,7 +17,7 @@ namespace fcc::driver {
 
 struct PublisherOptions {
   // tmpfs size= limit. A cert is ~250 bytes; the kernel rounds up to pages.
-  uint64_t volume_size_bytes = 16 * 1024;
+  uint64_t volume_size_bytes = uint64_t{16} * 1024;
   // See TmpfsSpec; serve turns noswap on where the kernel has it.
   bool noswap = false;
   std::string selinux_context;
