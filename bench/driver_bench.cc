@@ -423,8 +423,9 @@ CacheCounts KeyCacheFromLog(const std::string& log, long publishes) {
   return c;
 }
 
-// True if the driver binary has --metrics-address (Prometheus counters).
-bool DriverHasMetrics(const std::string& binary) {
+// True if the driver binary's serve has `flag` (older builds, compared
+// against, lack some).
+bool DriverHasFlag(const std::string& binary, std::string_view flag) {
   const std::string command = "'" + binary + "' serve --help 2>&1";
   FILE* help = popen(command.c_str(), "r");
   if (help == nullptr) return false;
@@ -433,7 +434,7 @@ bool DriverHasMetrics(const std::string& binary) {
   for (size_t n; (n = fread(buf, 1, sizeof(buf), help)) > 0;)
     text.append(buf, n);
   pclose(help);
-  return text.find("--metrics-address") != std::string::npos;
+  return text.find(flag) != std::string::npos;
 }
 
 // GET /metrics on 127.0.0.1:port, plain HTTP/1.0; "" on failure.
@@ -567,8 +568,11 @@ int main(int argc, char** argv) {
   options.log_level = args.log_level;
   // Metrics on as in the DaemonSet, on a free loopback port so runs in
   // parallel do not collide; they give the key cache counters.
-  const bool metrics = DriverHasMetrics(args.driver);
+  const bool metrics = DriverHasFlag(args.driver, "--metrics-address");
   if (metrics) options.extra_args.push_back("--metrics-address=127.0.0.1:0");
+  if (DriverHasFlag(args.driver, "--kubelet-dir")) {
+    options.kubelet_dir = root.path();  // root.pods_dir() is <root>/pods
+  }
   DriverProcess driver(options);
   if (!driver.Start(std::chrono::seconds(60))) {
     std::fprintf(stderr, "driver did not start:\n%s\n",

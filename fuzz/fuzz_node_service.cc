@@ -99,7 +99,7 @@ bool Unpublish(Node& node, const std::string& volume_id,
   csi::v1::NodeUnpublishVolumeRequest req;
   req.set_volume_id(volume_id);
   req.set_target_path(target);
-  return fcc::driver::HandleNodeUnpublishVolume(req, node.publisher)
+  return fcc::driver::HandleNodeUnpublishVolume(req, node.publisher, {})
       .result.has_value();
 }
 
@@ -127,6 +127,9 @@ csi::v1::NodePublishVolumeRequest PublishRequest(FuzzedDataProvider& in,
   ctx["csi.storage.k8s.io/pod.namespace"] =
       in.ConsumeBool() ? "default" : in.ConsumeRandomLengthString(12);
   ctx["csi.storage.k8s.io/ephemeral"] = "true";
+  // Now and then another pod's UID: a target that is not this pod's.
+  ctx["csi.storage.k8s.io/pod.uid"] =
+      Uid(in.ConsumeProbability<float>() < 0.95f ? pod : (pod + 1) % 4);
   return req;
 }
 

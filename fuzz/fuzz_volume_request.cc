@@ -50,6 +50,11 @@ void CheckAccepted(const csi::v1::NodePublishVolumeRequest& request,
   Check(!spec.target_path.empty() && spec.target_path.front() == '/');
   Check(!HasDotComponent(spec.target_path));
   Check(spec.target_path.find('\0') == std::string::npos);
+  // Confinement: a target of kubelet's layout, of the pod kubelet named.
+  const std::string pod_dir = "/var/lib/kubelet/pods/" + spec.pod_uid + "/";
+  Check(!spec.pod_uid.empty() && spec.target_path.starts_with(pod_dir));
+  Check(ctx.at("csi.storage.k8s.io/pod.uid") == spec.pod_uid);
+  Check(spec.target_path.ends_with("/mount"));
   Check(spec.volume_id.size() <= fcc::driver::kMaxVolumeIdBytes);
   Check(spec.volume_id.find('/') == std::string::npos);
   Check(spec.minicluster.generation.find('/') == std::string::npos);
@@ -160,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto unspec = fcc::driver::ValidateUnpublishRequest(unpublish);
   if (unspec) {
     Check(!HasDotComponent(unspec->target_path));
-    Check(unspec->target_path.front() == '/');
+    Check(unspec->target_path.starts_with("/var/lib/kubelet/pods/"));
   } else {
     CheckRefused(unspec.error());
   }

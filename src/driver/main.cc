@@ -219,6 +219,19 @@ void AddServePolicyFlags(CLI::App& serve_cmd, driver::ServeOptions& serve,
       ->envname("MOUNT_API")
       ->default_str("auto");
   serve_cmd
+      .add_option_function<std::string>(
+          "--kubelet-dir",
+          [&serve](const std::string& dir) {
+            auto checked = driver::CheckKubeletDir(dir);
+            if (!checked) throw CLI::ValidationError(checked.error());
+            serve.validation.kubelet_dir = std::move(*checked);
+          },
+          "kubelet's --root-dir: publish and unpublish touch only "
+          "<kubelet-dir>/pods/<pod-uid>/volumes/kubernetes.io~csi/<name>/"
+          "mount")
+      ->envname("KUBELET_DIR")
+      ->default_str("/var/lib/kubelet");
+  serve_cmd
       .add_option("--selinux-mount-context", serve.publisher.selinux_context,
                   "SELinux nodes (RHEL, OpenShift): mount every volume with "
                   "this context= label, e.g. "

@@ -38,9 +38,10 @@ RpcAnswer<csi::v1::NodePublishVolumeResponse> HandleNodePublishVolume(
 }
 
 RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
-    const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher) {
+    const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher,
+    const ValidationPolicy& policy) {
   return ActOnValid<csi::v1::NodeUnpublishVolumeResponse>(
-      ValidateUnpublishRequest(request),
+      ValidateUnpublishRequest(request, policy),
       [&](const UnpublishSpec& spec) { return publisher.Unpublish(spec); });
 }
 
@@ -73,7 +74,7 @@ grpc::ServerUnaryReactor* NodeService::NodeUnpublishVolume(
     const csi::v1::NodeUnpublishVolumeRequest* request,
     csi::v1::NodeUnpublishVolumeResponse* response) {
   return ServeRpc(context, kUnpublishRpc, metrics_, response, [&] {
-    return HandleNodeUnpublishVolume(*request, publisher_);
+    return HandleNodeUnpublishVolume(*request, publisher_, policy_);
   });
 }
 

@@ -20,7 +20,8 @@ RpcAnswer<csi::v1::NodePublishVolumeResponse> HandleNodePublishVolume(
     const csi::v1::NodePublishVolumeRequest& request, Publisher& publisher,
     const ValidationPolicy& policy);
 RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
-    const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher);
+    const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher,
+    const ValidationPolicy& policy);
 // Advertises nothing: no staging, no stats, no expansion.
 csi::v1::NodeGetCapabilitiesResponse HandleNodeGetCapabilities();
 csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id);

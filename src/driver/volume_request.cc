@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <optional>
+#include <utility>
 
 #include "common/names.h"
 
@@ -84,16 +85,55 @@ std::expected<std::string, RequestError> CheckTargetPath(std::string_view p) {
   return path;
 }
 
+// The pod UID in `path`, when `path` is an inline CSI volume's target in
+// kubelet's layout under `kubelet_dir`: the only paths the driver touches.
+std::expected<std::string, RequestError> PodUidOfTarget(
+    std::string_view path, std::string_view kubelet_dir) {
+  auto refuse = [kubelet_dir] {
+    return Invalid(fmt::format(
+        "target_path must be {0}/pods/<pod-uid>/volumes/kubernetes.io~csi/"
+        "<volume-name>/mount (kubelet's layout under --kubelet-dir={0}, with "
+        "the pod's UID and the volume's name): the driver touches no other "
+        "path; if kubelet runs with another --root-dir, pass it as "
+        "--kubelet-dir",
+        kubelet_dir.empty() ? "/" : kubelet_dir));
+  };
+  constexpr std::string_view kPods = "/pods/";
+  constexpr std::string_view kCsiVolumes = "/volumes/kubernetes.io~csi/";
+  constexpr std::string_view kMount = "/mount";
+  std::string_view rest = path;
+  if (!rest.starts_with(kubelet_dir)) return refuse();
+  rest.remove_prefix(kubelet_dir.size());
+  if (!rest.starts_with(kPods)) return refuse();
+  rest.remove_prefix(kPods.size());
+  const std::string_view uid = rest.substr(0, rest.find('/'));
+  rest.remove_prefix(uid.size());
+  if (!rest.starts_with(kCsiVolumes) || !rest.ends_with(kMount)) {
+    return refuse();
+  }
+  rest.remove_prefix(kCsiVolumes.size());
+  const std::string_view name = rest.substr(0, rest.size() - kMount.size());
+  if (!common::IsDns1123Label(uid) || !common::IsDns1123Label(name)) {
+    return refuse();
+  }
+  return std::string(uid);
+}
+
 // The two fields every publish and unpublish carries, checked in the same
-// order so both RPCs report the same first error.
-std::expected<UnpublishSpec, RequestError> CheckVolumeAndTarget(
-    std::string_view volume_id, std::string_view target_path) {
+// order so both RPCs report the same first error. Also returns the target's
+// pod UID.
+std::expected<std::pair<UnpublishSpec, std::string>, RequestError>
+CheckVolumeAndTarget(std::string_view volume_id, std::string_view target_path,
+                     const ValidationPolicy& policy) {
   auto id = CheckVolumeId(volume_id);
   if (!id) return std::unexpected(id.error());
   auto target = CheckTargetPath(target_path);
   if (!target) return std::unexpected(target.error());
-  return UnpublishSpec{.volume_id = std::move(*id),
-                       .target_path = std::move(*target)};
+  auto pod_uid = PodUidOfTarget(*target, policy.kubelet_dir);
+  if (!pod_uid) return std::unexpected(pod_uid.error());
+  return std::pair{UnpublishSpec{.volume_id = std::move(*id),
+                                 .target_path = std::move(*target)},
+                   std::move(*pod_uid)};
 }
 
 std::expected<void, RequestError> CheckCapability(
@@ -164,8 +204,9 @@ const std::string* Find(const VolumeContext& ctx, std::string_view key) {
 }
 
 // Pod info and the ephemeral marker: both come from kubelet only.
-std::expected<PublishSpec, RequestError> WithPodInfo(const VolumeContext& ctx,
-                                                     PublishSpec spec) {
+std::expected<PublishSpec, RequestError> WithPodInfo(
+    const VolumeContext& ctx, std::string_view target_pod_uid,
+    PublishSpec spec) {
   const std::string* ephemeral = Find(ctx, kEphemeral);
   if (ephemeral == nullptr || *ephemeral != "true") {
     return Invalid(
@@ -191,10 +232,21 @@ std::expected<PublishSpec, RequestError> WithPodInfo(const VolumeContext& ctx,
       name != nullptr && name->size() <= 253 && IsPlainToken(*name)) {
     spec.pod_name = *name;
   }
-  if (const std::string* uid = Find(ctx, kPodUid);
-      uid != nullptr && uid->size() <= 64 && IsPlainToken(*uid)) {
-    spec.pod_uid = *uid;
+  const std::string* uid = Find(ctx, kPodUid);
+  if (uid == nullptr) {
+    return Invalid(
+        "volume_context[csi.storage.k8s.io/pod.uid] is missing: set "
+        "podInfoOnMount: true in the curve.minicluster.dev CSIDriver object "
+        "(kubectl apply -f deploy/csidriver.yaml)");
   }
+  // kubelet publishes a pod's volumes only below that pod's own directory.
+  if (*uid != target_pod_uid) {
+    return Invalid(
+        "volume_context[csi.storage.k8s.io/pod.uid] is not the <pod-uid> of "
+        "target_path: kubelet publishes a pod's volume only under "
+        "pods/<that pod's uid>/");
+  }
+  spec.pod_uid = *uid;
   return spec;
 }
 
@@ -272,23 +324,45 @@ std::expected<Owner, std::string> ParseOwner(std::string_view text) {
 std::expected<PublishSpec, RequestError> ValidatePublishRequest(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {
-  auto ids = CheckVolumeAndTarget(request.volume_id(), request.target_path());
+  auto ids =
+      CheckVolumeAndTarget(request.volume_id(), request.target_path(), policy);
   if (!ids) return std::unexpected(ids.error());
   if (auto mode = CheckPublishMode(request, policy); !mode) {
     return std::unexpected(mode.error());
   }
+  auto& [target, target_pod_uid] = *ids;
   PublishSpec spec;
-  spec.volume_id = std::move(ids->volume_id);
-  spec.target_path = std::move(ids->target_path);
+  spec.volume_id = std::move(target.volume_id);
+  spec.target_path = std::move(target.target_path);
   const VolumeContext& ctx = request.volume_context();
-  auto with_pod = WithPodInfo(ctx, std::move(spec));
+  auto with_pod = WithPodInfo(ctx, target_pod_uid, std::move(spec));
   if (!with_pod) return with_pod;
   return WithVolumeAttributes(ctx, std::move(*with_pod));
 }
 
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
-    const csi::v1::NodeUnpublishVolumeRequest& request) {
-  return CheckVolumeAndTarget(request.volume_id(), request.target_path());
+    const csi::v1::NodeUnpublishVolumeRequest& request,
+    const ValidationPolicy& policy) {
+  auto ids =
+      CheckVolumeAndTarget(request.volume_id(), request.target_path(), policy);
+  if (!ids) return std::unexpected(ids.error());
+  return std::move(ids->first);
+}
+
+std::expected<std::string, std::string> CheckKubeletDir(std::string_view dir) {
+  std::string path(dir);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const bool dotted = path.find("/./") != std::string::npos ||
+                      path.find("/../") != std::string::npos ||
+                      path.ends_with("/.") || path.ends_with("/..");
+  if (path.empty() || path.front() != '/' || dotted ||
+      path.find("//") != std::string::npos) {
+    return std::unexpected(
+        "--kubelet-dir must be kubelet's --root-dir as an absolute path "
+        "without '.', '..' or '//' (default /var/lib/kubelet)");
+  }
+  if (path == "/") path.clear();  // the pods are then /pods/...
+  return path;
 }
 
 }  // namespace fcc::driver

@@ -47,7 +47,7 @@ struct PublishSpec {
   curve::MiniClusterId minicluster;
   Owner owner;
   std::string pod_name;  // for logs only
-  std::string pod_uid;   // for logs only
+  std::string pod_uid;   // kubelet's; the target path is this pod's
 };
 
 struct UnpublishSpec {
@@ -70,14 +70,23 @@ struct ValidationPolicy {
   // pod builders that cannot set the field (flux-operator v1alpha2). On for
   // clusters whose policy is that every pod spec says what it gets.
   bool require_readonly = false;
+  // kubelet's root directory (--kubelet-dir): publish and unpublish touch
+  // only <kubelet_dir>/pods/<pod-uid>/volumes/kubernetes.io~csi/<name>/mount.
+  // Absolute, without a trailing '/' (CheckKubeletDir).
+  std::string kubelet_dir = "/var/lib/kubelet";
 };
+
+// Checks a --kubelet-dir value and drops trailing '/'s; the error names the
+// flag.
+std::expected<std::string, std::string> CheckKubeletDir(std::string_view dir);
 
 std::expected<PublishSpec, RequestError> ValidatePublishRequest(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy = {});
 
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
-    const csi::v1::NodeUnpublishVolumeRequest& request);
+    const csi::v1::NodeUnpublishVolumeRequest& request,
+    const ValidationPolicy& policy = {});
 
 // "uid" or "uid:gid", decimal, each below 2^32-1 (which means "no id").
 // A lone uid also sets the gid to the same number.

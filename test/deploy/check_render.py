@@ -98,7 +98,11 @@ def check_driver(spec, driver, serve_flags, global_flags, c):
                 .get("fieldRef", {}).get("fieldPath"),
                 "spec.nodeName", "driver env NODE_NAME")
 
-    # Pods' volume dirs, shared both ways with the host.
+    # Pods' volume dirs, shared both ways with the host, at the path the
+    # driver confines itself to.
+    if "--kubelet-dir" in serve_flags:
+        c.equal(f.get("--kubelet-dir", "/var/lib/kubelet") + "/pods", PODS_DIR,
+                "driver --kubelet-dir + /pods (the pods dir it may touch)")
     try:
         mount, rel = m.mount_for(driver, PODS_DIR)
         c.equal(rel, "", "pods dir mount")

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -54,6 +56,7 @@ class DriverApiTest : public ::testing::Test {
                                  .node_id = "node-a",
                                  .master_key_file = key,
                                  .log_path = e->root->log_path("node-a"),
+                                 .kubelet_dir = e->root->path(),
                                  .extra_args = {}});
       ASSERT_TRUE(e->driver->Start())
           << ReadFileOrEmpty(e->root->log_path("node-a"));
@@ -67,7 +70,11 @@ class DriverApiTest : public ::testing::Test {
     KubeletPod pod;
     pod.pods_dir = env->root->pods_dir();
     pod.name = "bad-" + case_name;
+    // Pod UIDs are lowercase (UUIDs from the API server).
     pod.uid = "uid-" + case_name;
+    std::ranges::transform(pod.uid, pod.uid.begin(), [](unsigned char c) {
+      return static_cast<char>(std::tolower(c));
+    });
     return pod;
   }
 

@@ -33,6 +33,7 @@ inline DriverProcess::Options NodeOptions(const ScratchRoot& root,
   options.node_id = node;
   options.master_key_file = master_key_file;
   options.log_path = root.log_path(node);
+  options.kubelet_dir = root.path();  // root.pods_dir() is <root>/pods
   return options;
 }
 

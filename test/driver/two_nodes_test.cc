@@ -66,13 +66,15 @@ class TwoNodesTest : public ::testing::Test {
       auto node = std::make_unique<Node>();
       node->name = name;
       // Each "node" has its own kubelet pods directory.
-      node->pods_dir = root_->path() + "/" + name + "/pods";
+      const std::string kubelet_dir = root_->path() + "/" + name;
+      node->pods_dir = kubelet_dir + "/pods";
       std::filesystem::create_directories(node->pods_dir);
       node->driver = std::make_unique<DriverProcess>(
           DriverProcess::Options{.socket_path = root_->socket_path(name),
                                  .node_id = name,
                                  .master_key_file = key_file,
                                  .log_path = root_->log_path(name),
+                                 .kubelet_dir = kubelet_dir,
                                  .extra_args = {}});
       ASSERT_TRUE(node->driver->Start())
           << ReadFileOrEmpty(root_->log_path(name));

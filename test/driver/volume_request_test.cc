@@ -134,9 +134,80 @@ TEST(ValidatePublishRequest, ChecksTargetPath) {
     r.set_target_path(root);
     ExpectInvalid(r, "target_path", "below /");
   }
-  // ".." inside a name is just a name.
-  r.set_target_path("/var/lib/kubelet/pods/a..b/mount");
-  EXPECT_TRUE(ValidatePublishRequest(r).has_value());
+  // ".." inside a name is just a name: refused for its shape, not as a
+  // component.
+  r.set_target_path(
+      "/var/lib/kubelet/pods/6f1c2d3e/volumes/kubernetes.io~csi/a..b/mount");
+  ExpectInvalid(r, "target_path", "kubelet's layout");
+}
+
+// Publish and unpublish touch only kubelet's inline-volume targets: every
+// other path is refused before anything is done, naming the shape.
+TEST(ValidatePublishRequest, ConfinesTargetsToKubeletsVolumes) {
+  auto r = GoodRequest();
+  for (const char* outside : {
+           "/etc",
+           "/var/lib/kubelet",
+           "/var/lib/kubelet/plugins/curve.minicluster.dev/csi.sock",
+           "/var/lib/kubelet/pods/6f1c2d3e",
+           "/var/lib/kubelet/pods/6f1c2d3e/volumes/kubernetes.io~csi/curve",
+           "/var/lib/kubelet/pods/6f1c2d3e/volumes/kubernetes.io~csi/curve/"
+           "mount/deeper",
+           "/var/lib/kubelet/pods/6f1c2d3e/volumes/kubernetes.io~empty-dir/"
+           "curve/mount",
+           "/var/lib/kubelet/pods/6f1c2d3e/volumes/kubernetes.io~csi/a/b/mount",
+           "/var/lib/kubelet/pods//volumes/kubernetes.io~csi/curve/mount",
+           "/var/lib/kubelet/pods/6F1C2D3E/volumes/kubernetes.io~csi/curve/"
+           "mount",
+           "/var/lib/kubeletx/pods/6f1c2d3e/volumes/kubernetes.io~csi/curve/"
+           "mount",
+           "/srv/kubelet/pods/6f1c2d3e/volumes/kubernetes.io~csi/curve/mount",
+       }) {
+    SCOPED_TRACE(outside);
+    r.set_target_path(outside);
+    ExpectInvalid(r, "target_path", "/var/lib/kubelet/pods/<pod-uid>/");
+    NodeUnpublishVolumeRequest u;
+    u.set_volume_id(kVolumeId);
+    u.set_target_path(outside);
+    auto spec = ValidateUnpublishRequest(u);
+    ASSERT_FALSE(spec.has_value());
+    EXPECT_EQ(spec.error().code, grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(spec.error().message.find("--kubelet-dir"), std::string::npos);
+  }
+}
+
+TEST(ValidatePublishRequest, TheTargetIsThePodKubeletNamed) {
+  auto r = GoodRequest();
+  (*r.mutable_volume_context())["csi.storage.k8s.io/pod.uid"] = "0ther";
+  ExpectInvalid(r, "csi.storage.k8s.io/pod.uid", "<pod-uid> of target_path");
+  r.mutable_volume_context()->erase("csi.storage.k8s.io/pod.uid");
+  ExpectInvalid(r, "csi.storage.k8s.io/pod.uid", "podInfoOnMount: true");
+}
+
+TEST(ValidatePublishRequest, FollowsKubeletDir) {
+  const ValidationPolicy policy{.kubelet_dir = "/srv/kubelet"};
+  auto r = GoodRequest();
+  EXPECT_FALSE(ValidatePublishRequest(r, policy).has_value());
+  r.set_target_path(
+      "/srv/kubelet/pods/6f1c2d3e/volumes/kubernetes.io~csi/curve/mount");
+  auto spec = ValidatePublishRequest(r, policy);
+  ASSERT_TRUE(spec.has_value()) << spec.error().message;
+  EXPECT_EQ(spec->pod_uid, "6f1c2d3e");
+  // kubelet's --root-dir=/ puts the pods at /pods.
+  r.set_target_path("/pods/6f1c2d3e/volumes/kubernetes.io~csi/curve/mount");
+  EXPECT_TRUE(ValidatePublishRequest(r, {.kubelet_dir = ""}).has_value());
+}
+
+TEST(CheckKubeletDir, WantsAPlainAbsolutePath) {
+  EXPECT_EQ(CheckKubeletDir("/var/lib/kubelet/").value(), "/var/lib/kubelet");
+  EXPECT_EQ(CheckKubeletDir("/").value(), "");
+  for (const char* bad : {"", "var/lib/kubelet", "/var/../kubelet",
+                          "/var/lib/kubelet/.", "/var//lib"}) {
+    SCOPED_TRACE(bad);
+    auto checked = CheckKubeletDir(bad);
+    ASSERT_FALSE(checked.has_value());
+    EXPECT_NE(checked.error().find("--kubelet-dir"), std::string::npos);
+  }
 }
 
 TEST(ValidatePublishRequest, ChecksCapability) {

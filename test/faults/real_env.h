@@ -126,6 +126,7 @@ class RealDriverTest : public ::testing::Test {
     o.master_key_file = master_key_;
     o.log_path = root_->log_path("node-a");
     o.log_level = "debug";
+    o.kubelet_dir = root_->path();  // root_->pods_dir() is <root>/pods
     return o;
   }
 

@@ -28,6 +28,9 @@ pid_t DriverProcess::Spawn() {
       "--node-id=" + options_.node_id,
       "--master-key-file=" + options_.master_key_file,
   };
+  if (!options_.kubelet_dir.empty()) {
+    args.push_back("--kubelet-dir=" + options_.kubelet_dir);
+  }
   args.insert(args.end(), options_.extra_args.begin(),
               options_.extra_args.end());
   std::vector<char*> argv;

@@ -18,6 +18,8 @@ class DriverProcess {
     std::string master_key_file;
     std::string log_path;  // stderr is appended here
     std::string log_level = "trace";
+    // --kubelet-dir: the directory the test's pods dir is in ("": default).
+    std::string kubelet_dir;
     std::vector<std::string> extra_args;
   };
 
