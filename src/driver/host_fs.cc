@@ -135,7 +135,6 @@ std::error_code LinuxHostFs::MakeDir(const std::string& path, mode_t mode) {
 
 std::error_code LinuxHostFs::Remove(const std::string& path) {
   if (rmdir(path.c_str()) == 0 || errno == ENOENT) return {};
-  if (errno == ENOTDIR && unlink(path.c_str()) == 0) return {};
   return LastError();
 }
 
@@ -184,7 +183,8 @@ std::expected<FsInfo, std::error_code> LinuxHostFs::StatFs(
   struct statfs fs{};
   if (statfs(path.c_str(), &fs) != 0) return std::unexpected(LastError());
   return FsInfo{.is_tmpfs = fs.f_type == TMPFS_MAGIC,
-                .read_only = (fs.f_flags & ST_RDONLY) != 0};
+                .read_only = (fs.f_flags & ST_RDONLY) != 0,
+                .max_inodes = fs.f_files};
 }
 
 MountApi DetectMountApi() {

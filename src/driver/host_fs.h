@@ -38,6 +38,7 @@ struct FileSnapshot {
 struct FsInfo {
   bool is_tmpfs = false;
   bool read_only = false;
+  uint64_t max_inodes = 0;  // f_files: a tmpfs's nr_inodes (0: unlimited)
 };
 
 // The tmpfs parameters of a new volume. Read-only is not one of them: the
@@ -95,8 +96,8 @@ class HostFs {
 
   virtual PathKind Inspect(const std::string& path) = 0;
   virtual std::error_code MakeDir(const std::string& path, mode_t mode) = 0;
-  // Removes an empty directory, or a symlink or file (never following it).
-  // A missing path is success.
+  // Removes an empty directory: rmdir only, so a file, socket, FIFO, device
+  // or symlink is never deleted (ENOTDIR). A missing path is success.
   virtual std::error_code Remove(const std::string& path) = 0;
   // Creates a new tmpfs (nosuid,nodev,noexec) attached nowhere: invisible to
   // everyone, and freed by the kernel when dropped or when the driver dies.

@@ -16,6 +16,10 @@ constexpr mode_t kTargetDirMode = 0750;
 constexpr size_t kMaxCertBytes = 4096;
 // More stacked mounts than this at one target is not ours to fix by looping.
 constexpr int kMaxStackedMounts = 64;
+// Every volume's tmpfs has exactly this many inodes (root directory +
+// curve.cert): how the driver knows its own mounts without reading the
+// node's mount table on every call (docs/security.md).
+constexpr uint64_t kVolumeInodes = 8;
 
 std::string CertPath(const std::string& target) {
   return target + "/" + std::string(curve::kCertFileName);
@@ -37,7 +41,7 @@ Status Internal(std::string_view step, const std::string& target,
 // curve.cert).
 TmpfsSpec VolumeTmpfs(const PublisherOptions& options, const Owner& owner) {
   return {.size_bytes = options.volume_size_bytes,
-          .nr_inodes = 8,
+          .nr_inodes = kVolumeInodes,
           .mode = 0500,
           .uid = owner.uid,
           .gid = owner.gid,
@@ -122,8 +126,9 @@ Status Publisher::PublishOverMount(const PublishSpec& spec,
 Status Publisher::RemountDamaged(const PublishSpec& spec,
                                  const MiniClusterCert& cert) {
   const std::string& target = spec.target_path;
-  if (auto ec = UnmountAll(target)) {
-    return Internal("unmounting the damaged volume", target, ec);
+  if (Status unmounted = UnmountOwn(target, "the damaged volume");
+      !unmounted.ok()) {
+    return unmounted;
   }
   if (fs_.Inspect(target) != PathKind::kDirectory) {
     return Status(StatusCode::INTERNAL,
@@ -198,26 +203,40 @@ Status Publisher::MountFresh(const PublishSpec& spec,
   return Status::OK;
 }
 
-std::error_code Publisher::UnmountAll(const std::string& target) {
+bool Publisher::IsOwnVolume(const std::string& target) {
+  auto fs = fs_.StatFs(target);
+  return fs && fs->is_tmpfs && fs->max_inodes == kVolumeInodes;
+}
+
+Status Publisher::UnmountOwn(const std::string& target, std::string_view why) {
   for (int i = 0; i < kMaxStackedMounts; ++i) {
     const PathKind kind = fs_.Inspect(target);
     if (kind != PathKind::kMountRoot && kind != PathKind::kUnreadable) {
-      return {};
+      return Status::OK;
+    }
+    if (!IsOwnVolume(target)) {
+      return Status(
+          StatusCode::FAILED_PRECONDITION,
+          fmt::format("target_path {} holds a mount that is not a "
+                      "curve.minicluster.dev volume; the driver leaves it "
+                      "alone (unmount it by hand if it should not be there)",
+                      target));
     }
     if (auto ec = fs_.Unmount(target)) {
-      // EINVAL: not a mount point after all (e.g. an unreadable plain path).
-      if (ec == std::errc::invalid_argument) return {};
-      return ec;
+      // EINVAL: not a mount point after all.
+      if (ec == std::errc::invalid_argument) return Status::OK;
+      return Internal(fmt::format("unmounting {}", why), target, ec);
     }
   }
-  return std::make_error_code(std::errc::too_many_links);
+  return Internal(fmt::format("unmounting {}", why), target,
+                  std::make_error_code(std::errc::too_many_links));
 }
 
 Status Publisher::Unpublish(const UnpublishSpec& spec) {
   const auto guard = locks_.Lock(spec.volume_id);
   const std::string& target = spec.target_path;
-  if (auto ec = UnmountAll(target)) {
-    return Internal("unmounting", target, ec);
+  if (Status unmounted = UnmountOwn(target, "the volume"); !unmounted.ok()) {
+    return unmounted;
   }
   if (auto ec = fs_.Remove(target)) {
     if (ec == std::errc::directory_not_empty) {
@@ -225,6 +244,14 @@ Status Publisher::Unpublish(const UnpublishSpec& spec) {
           StatusCode::FAILED_PRECONDITION,
           fmt::format("target_path {} is not a mount but holds files the "
                       "driver did not write; not deleting them",
+                      target));
+    }
+    if (ec == std::errc::not_a_directory) {
+      return Status(
+          StatusCode::FAILED_PRECONDITION,
+          fmt::format("target_path {} is not a directory (a file, socket, "
+                      "symlink or device the driver did not make); not "
+                      "deleting it",
                       target));
     }
     return Internal("removing the directory", target, ec);

@@ -31,8 +31,10 @@ class Publisher {
   // mount; a damaged one is repaired; a target holding another MiniCluster's
   // or owner's cert is ALREADY_EXISTS. A failure leaves nothing behind.
   grpc::Status Publish(const PublishSpec& spec);
-  // Idempotent and tolerant: missing, plain directory, stacked or broken
-  // mounts all end with the path gone and OK.
+  // Idempotent and tolerant: a missing target, a plain directory, or the
+  // driver's own volumes (stacked or damaged) all end with the path gone and
+  // OK. A mount the driver did not make, or anything but a directory, is
+  // FAILED_PRECONDITION and left alone.
   grpc::Status Unpublish(const UnpublishSpec& spec);
 
  private:
@@ -48,13 +50,15 @@ class Publisher {
   // The target is a mount root: ours and healthy, someone else's, or damage.
   grpc::Status PublishOverMount(const PublishSpec& spec,
                                 const MiniClusterCert& cert);
-  // Unmounts whatever is at the target, then mounts afresh.
+  // Unmounts the driver's own volume at the target, then mounts afresh.
   grpc::Status RemountDamaged(const PublishSpec& spec,
                               const MiniClusterCert& cert);
   grpc::Status MountFresh(const PublishSpec& spec, const MiniClusterCert& cert,
                           bool created_dir);
-  // Unmounts every mount stacked at `target`; ok once none is left.
-  std::error_code UnmountAll(const std::string& target);
+  // Unmounts every mount stacked at `target`, all of which must be the
+  // driver's own; OK once none is left.
+  grpc::Status UnmountOwn(const std::string& target, std::string_view why);
+  bool IsOwnVolume(const std::string& target);
 
   HostFs& fs_;
   KeyCache& keys_;

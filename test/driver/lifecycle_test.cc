@@ -25,7 +25,8 @@ namespace {
 // What a test (not the driver) mounts, so it can be told apart.
 constexpr char kForeignSource[] = "fcc-test-foreign";
 
-// Mounts a tmpfs of our own at `target` (creating the directory).
+// Mounts a tmpfs that is not a volume of the driver's at `target`
+// (creating the directory).
 void MountForeignTmpfs(const std::string& target) {
   std::filesystem::create_directories(target);
   ASSERT_EQ(
@@ -33,9 +34,19 @@ void MountForeignTmpfs(const std::string& target) {
       0)
       << strerror(errno);
 }
+// Mounts a tmpfs of the driver's shape (its source, 8 inodes) at `target`:
+// one of its own volumes, damaged or half-made.
+constexpr char kDriverLikeOptions[] = "size=64k,nr_inodes=8,mode=0755";
+void MountDriverLikeTmpfs(const std::string& target) {
+  std::filesystem::create_directories(target);
+  ASSERT_EQ(mount("curve.minicluster.dev", target.c_str(), "tmpfs", 0,
+                  kDriverLikeOptions),
+            0)
+      << strerror(errno);
+}
 void RemountReadOnly(const std::string& target) {
-  ASSERT_EQ(mount(kForeignSource, target.c_str(), "tmpfs",
-                  MS_REMOUNT | MS_RDONLY, "size=64k,mode=0755"),
+  ASSERT_EQ(mount("curve.minicluster.dev", target.c_str(), "tmpfs",
+                  MS_REMOUNT | MS_RDONLY, kDriverLikeOptions),
             0)
       << strerror(errno);
 }
@@ -204,8 +215,8 @@ TEST_F(LifecycleTest, UnpublishRemovesEveryStackedMount) {
   const std::string target = KubeletTargetPath(pod_);
   auto status = Publish({{"minicluster", "lammps"}});
   ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_NO_FATAL_FAILURE(MountForeignTmpfs(target));
-  ASSERT_NO_FATAL_FAILURE(MountForeignTmpfs(target));
+  ASSERT_NO_FATAL_FAILURE(MountDriverLikeTmpfs(target));
+  ASSERT_NO_FATAL_FAILURE(MountDriverLikeTmpfs(target));
   ASSERT_EQ(MountCountAt(target), 3);
 
   status = Unpublish();
@@ -219,7 +230,7 @@ TEST_F(LifecycleTest, PublishRepairsAMountStackedOnAHealthyVolume) {
   const std::string target = KubeletTargetPath(pod_);
   auto status = Publish({{"minicluster", "lammps"}});
   ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_NO_FATAL_FAILURE(MountForeignTmpfs(target));
+  ASSERT_NO_FATAL_FAILURE(MountDriverLikeTmpfs(target));
   ASSERT_EQ(MountCountAt(target), 2);
 
   status = Publish({{"minicluster", "lammps"}});
@@ -227,8 +238,9 @@ TEST_F(LifecycleTest, PublishRepairsAMountStackedOnAHealthyVolume) {
   ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(target, ExpectedCert("lammps")));
 }
 
-// A target left damaged or half-made (e.g. a driver killed mid-publish, or
-// someone else's mount): publish must end with exactly one healthy volume.
+// One of the driver's own volumes left damaged or half-made (a driver killed
+// mid-publish with mount(2), or a volume tampered with by root): publish
+// must end with exactly one healthy volume.
 struct Damage {
   const char* name;
   std::function<void(const std::string& target, const std::string& cert)> make;
@@ -260,11 +272,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Damage{"EmptyWritableTmpfs",
                [](const std::string& t, const std::string&) {
-                 MountForeignTmpfs(t);
+                 MountDriverLikeTmpfs(t);
                }},
         Damage{"EmptyReadOnlyTmpfs",
                [](const std::string& t, const std::string&) {
-                 MountForeignTmpfs(t);
+                 MountDriverLikeTmpfs(t);
                  RemountReadOnly(t);
                }},
         Damage{"HalfMadeDriverMount",  // killed between mount and write
@@ -272,40 +284,73 @@ INSTANTIATE_TEST_SUITE_P(
                  std::filesystem::create_directories(t);
                  ASSERT_EQ(mount("curve.minicluster.dev", t.c_str(), "tmpfs",
                                  MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                 "size=16k,mode=0500"),
+                                 "size=16k,nr_inodes=8,mode=0500"),
                            0);
                }},
         Damage{"WritableTmpfsWithTheRightCert",
                [](const std::string& t, const std::string& cert) {
-                 MountForeignTmpfs(t);
+                 MountDriverLikeTmpfs(t);
                  WriteFile(t + "/curve.cert", cert, 0400);
                }},
         Damage{"GroupReadableCert",
                [](const std::string& t, const std::string& cert) {
-                 MountForeignTmpfs(t);
+                 MountDriverLikeTmpfs(t);
                  WriteFile(t + "/curve.cert", cert, 0440);
                  RemountReadOnly(t);
                }},
         Damage{"TruncatedCert",
                [](const std::string& t, const std::string& cert) {
-                 MountForeignTmpfs(t);
+                 MountDriverLikeTmpfs(t);
                  WriteFile(t + "/curve.cert", cert.substr(0, cert.size() / 2),
                            0400);
                  RemountReadOnly(t);
                }},
         Damage{"GarbageCert",
                [](const std::string& t, const std::string&) {
-                 MountForeignTmpfs(t);
+                 MountDriverLikeTmpfs(t);
                  WriteFile(t + "/curve.cert", "garbage\n", 0400);
                  RemountReadOnly(t);
                }},
         Damage{"CertIsADirectory",
                [](const std::string& t, const std::string&) {
-                 MountForeignTmpfs(t);
+                 MountDriverLikeTmpfs(t);
                  ASSERT_EQ(mkdir((t + "/curve.cert").c_str(), 0700), 0);
                  RemountReadOnly(t);
                }}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// The driver unmounts only its own volumes: a mount it did not make, at the
+// target or on top of its volume, is FAILED_PRECONDITION for publish and
+// unpublish alike, and stays mounted.
+TEST_F(LifecycleTest, AForeignMountIsLeftAlone) {
+  const std::string target = KubeletTargetPath(pod_);
+  ASSERT_NO_FATAL_FAILURE(MountForeignTmpfs(target));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(target + "/data", "theirs\n", 0644));
+  auto status = Publish({{"minicluster", "lammps"}});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("not a curve.minicluster.dev volume"),
+            std::string::npos)
+      << status.error_message();
+  status = Unpublish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << status.error_message();
+  EXPECT_EQ(MountCountAt(target), 1);
+  EXPECT_EQ(ReadFileOrEmpty(target + "/data"), "theirs\n");
+  ASSERT_EQ(umount(target.c_str()), 0) << strerror(errno);
+
+  // On top of a published volume: neither is unmounted.
+  ASSERT_TRUE(Publish({{"minicluster", "lammps"}}).ok());
+  ASSERT_NO_FATAL_FAILURE(MountForeignTmpfs(target));
+  status = Unpublish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << status.error_message();
+  EXPECT_EQ(MountCountAt(target), 2);
+  ASSERT_EQ(umount(target.c_str()), 0) << strerror(errno);
+  status = Unpublish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(MountsUnder(root_->pods_dir()).empty());
+}
 
 TEST_F(LifecycleTest, AnotherMiniClustersVolumeIsAlreadyExistsAndUntouched) {
   const std::string target = KubeletTargetPath(pod_);

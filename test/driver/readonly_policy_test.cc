@@ -53,9 +53,9 @@ std::vector<std::string> DaemonSetDriverArgs() {
 }
 
 // The DaemonSet's serve args with what points at the node's paths moved into
-// the scratch root. DriverProcess passes --endpoint, --node-id and
-// --master-key-file itself; every other arg (any policy flag above all) is
-// kept as shipped.
+// the scratch root. DriverProcess passes --endpoint, --node-id,
+// --master-key-file and --kubelet-dir itself; every other arg (any policy flag
+// above all) is kept as shipped.
 std::vector<std::string> DaemonSetArgsForTest(const ScratchRoot& root) {
   const std::string registration =
       std::filesystem::path(root.pods_dir()).parent_path() / "registration";
@@ -64,7 +64,8 @@ std::vector<std::string> DaemonSetArgsForTest(const ScratchRoot& root) {
   for (const std::string& arg : DaemonSetDriverArgs()) {
     if (arg == "serve" || arg.starts_with("--endpoint=") ||
         arg.starts_with("--node-id=") ||
-        arg.starts_with("--master-key-file=")) {
+        arg.starts_with("--master-key-file=") ||
+        arg.starts_with("--kubelet-dir=")) {
       continue;
     }
     if (arg.starts_with("--metrics-address=")) {

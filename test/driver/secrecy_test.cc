@@ -191,9 +191,9 @@ TEST_P(SecrecyTest, NoSecretInLogsOrErrors) {
   KubeletPrepareParent(damaged);
   const std::string damaged_target = KubeletTargetPath(damaged);
   std::filesystem::create_directory(damaged_target);
-  ASSERT_EQ(
-      mount("fcc-test-foreign", damaged_target.c_str(), "tmpfs", 0, "size=64k"),
-      0);
+  ASSERT_EQ(mount("curve.minicluster.dev", damaged_target.c_str(), "tmpfs", 0,
+                  "size=64k,nr_inodes=8"),
+            0);
   expect_ok(client_->Publish(
                 KubeletPublishRequest(damaged, AttrsFor(kMiniClusters[0]))),
             "repairing publish");

@@ -166,7 +166,8 @@ std::error_code FakeHostFs::Remove(const std::string& path) {
   Where w = Resolve(path);
   auto it = w.layer->nodes.find(w.rel);
   if (it == w.layer->nodes.end()) return {};
-  if (it->second.kind == Node::kDir) {
+  if (it->second.kind != Node::kDir) return Err(ENOTDIR);  // rmdir only
+  {
     auto child = w.layer->nodes.lower_bound(w.rel + "/");
     if (child != w.layer->nodes.end() &&
         child->first.starts_with(w.rel + "/")) {
@@ -183,6 +184,7 @@ FakeHostFs::Layer FakeHostFs::NewTmpfs(const driver::TmpfsSpec& spec) {
   layer.tmpfs = true;
   layer.source = common::kDriverName;
   layer.size_limit = spec.size_bytes;
+  layer.nr_inodes = spec.nr_inodes;
   layer.nodes[""] = Node{.kind = Node::kDir,
                          .mode = spec.mode,
                          .uid = spec.uid,
@@ -279,7 +281,9 @@ std::expected<FsInfo, std::error_code> FakeHostFs::StatFs(
   std::lock_guard lock(mu_);
   if (Find(path) == nullptr) return std::unexpected(Err(ENOENT));
   Where w = Resolve(path);
-  return FsInfo{.is_tmpfs = w.layer->tmpfs, .read_only = w.layer->read_only};
+  return FsInfo{.is_tmpfs = w.layer->tmpfs,
+                .read_only = w.layer->read_only,
+                .max_inodes = w.layer->nr_inodes};
 }
 
 const char* OpName(Op op) {

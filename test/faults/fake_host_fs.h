@@ -66,7 +66,8 @@ class FakeHostFs : public driver::HostFs {
     bool tmpfs = false;
     bool read_only = false;
     std::string source;
-    size_t size_limit = 0;  // 0: unlimited
+    size_t size_limit = 0;   // 0: unlimited
+    uint64_t nr_inodes = 0;  // 0: unlimited
   };
   // A detached tmpfs: a layer of its own until Attach hands it to the fake.
   class Pending;

@@ -104,10 +104,11 @@ TEST_F(RealFaultTest, TargetReplacedByAFileIsRefusedAndUntouched) {
       << status.error_message();
   EXPECT_EQ(ReadFileOrEmpty(target), "someone else's data\n");
   EXPECT_TRUE(MountsUnder(root_->pods_dir()).empty());
-  // Unpublish ends with the path gone (the file is unlinked, not followed).
+  // Unpublish never deletes what the driver did not make: rmdir only.
   status = client_->Unpublish(KubeletVolumeId(pod), target);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  EXPECT_FALSE(Exists(target));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << status.error_message();
+  EXPECT_EQ(ReadFileOrEmpty(target), "someone else's data\n");
 }
 
 // A symlink at the target pointing outside kubelet's directory (to a
@@ -144,9 +145,12 @@ TEST_F(RealFaultTest, TargetReplacedBySymlinkIsNeverFollowed) {
     EXPECT_EQ(InspectVolume(victim_target, victim_cert, 0, 0).state,
               VolumeState::kHealthy);
 
+    // The link is not the driver's either: left in place.
     status = client_->Unpublish(KubeletVolumeId(pod), target);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    EXPECT_FALSE(Exists(target)) << "the link itself is removed";
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << status.error_message();
+    EXPECT_TRUE(fs::is_symlink(target));
+    fs::remove(target);
     EXPECT_TRUE(fs::is_directory(outside));
     EXPECT_EQ(ReadFileOrEmpty(outside + "/canary"), "canary\n");
     EXPECT_EQ(InspectVolume(victim_target, victim_cert, 0, 0).state,
