@@ -99,6 +99,32 @@ void FakeHostFs::AddForeignMount(const std::string& target, bool read_only) {
   mounts_[target].push_back(std::move(layer));
 }
 
+bool FakeHostFs::HoldsForeign(const std::string& target) {
+  std::lock_guard lock(mu_);
+  if (auto it = mounts_.find(target); it != mounts_.end()) {
+    for (const Layer& layer : it->second) {
+      if (layer.source != common::kDriverName) return true;
+    }
+  }
+  const Node* node = Find(target);
+  return node != nullptr && node->kind != Node::kDir;
+}
+
+void FakeHostFs::ClearForeign(const std::string& target) {
+  std::lock_guard lock(mu_);
+  if (auto it = mounts_.find(target); it != mounts_.end()) {
+    std::erase_if(it->second, [](const Layer& layer) {
+      return layer.source != common::kDriverName;
+    });
+    if (it->second.empty()) mounts_.erase(it);
+  }
+  const Where w = Resolve(target);
+  auto node = w.layer->nodes.find(w.rel);
+  if (node != w.layer->nodes.end() && node->second.kind != Node::kDir) {
+    w.layer->nodes.erase(node);
+  }
+}
+
 int FakeHostFs::MountCount(const std::string& path) const {
   std::lock_guard lock(mu_);
   auto it = mounts_.find(path);

@@ -31,6 +31,10 @@ class FakeHostFs : public driver::HostFs {
   // Mounts an empty writable tmpfs with the driver's source: what the old
   // mount(2)-based publish left when killed between mount and write.
   void AddHalfMadeMount(const std::string& target);
+  // Whether `target` holds what the driver must leave alone (a mount not
+  // its own, or a file or symlink), and its removal by an admin.
+  bool HoldsForeign(const std::string& target);
+  void ClearForeign(const std::string& target);
 
   // Observation.
   int MountCount(const std::string& path) const;
