@@ -183,6 +183,31 @@ def check_metrics(driver, driver_flags, serve_flags, c):
             "driver containerPort 'metrics' vs --metrics-address")
 
 
+def check_network_policies(objects, c):
+    """Each NetworkPolicy selects one workload's pods, and the ports it opens
+    are ports those pods name (a renamed port would shut scrapes out)."""
+    policies = m.find(objects, "NetworkPolicy")
+    c.check(len(policies) == 2, f"expected 2 NetworkPolicies, found {len(policies)}")
+    workloads = m.find(objects, "DaemonSet") + m.find(objects, "Deployment")
+    for policy in policies:
+        name = policy["metadata"]["name"]
+        want = policy["spec"]["podSelector"].get("matchLabels", {})
+        selected = [w for w in workloads
+                    if w["metadata"].get("namespace") == policy["metadata"].get("namespace")
+                    and want.items() <= w["spec"]["template"]["metadata"]
+                    .get("labels", {}).items()]
+        if not c.check(len(selected) == 1,
+                       f"NetworkPolicy {name} selects {len(selected)} workloads, not 1"):
+            continue
+        named = {p.get("name") for ct in m.pod_spec(selected[0])["containers"]
+                 for p in ct.get("ports", [])}
+        for rule in policy["spec"].get("ingress", []):
+            for port in rule.get("ports", []):
+                c.check(port.get("port") in named,
+                        f"NetworkPolicy {name} opens port {port.get('port')!r}, "
+                        f"which its pods do not name ({sorted(named)})")
+
+
 def check_objects(objects, serve_flags, global_flags):
     c = m.Checker()
     check_csidriver(objects, c)
@@ -211,6 +236,7 @@ def check_objects(objects, serve_flags, global_flags):
             "updateStrategy")
     check_images(spec, c)
     check_other_workloads(objects, c)
+    check_network_policies(objects, c)
     for ct in spec["containers"]:
         res = ct.get("resources", {})
         c.check("requests" in res and "limits" in res,
@@ -303,6 +329,10 @@ MUTATIONS = {
     "metrics port": lambda o: [p.update(containerPort=9811)
                                for p in _driver(o)["ports"]
                                if p["name"] == "metrics"],
+    "kubelet dir": lambda o: _set_arg(_driver(o), "--kubelet-dir",
+                                      "/srv/kubelet"),
+    "policy port": lambda o: m.find(o, "NetworkPolicy")[0]["spec"]["ingress"][0]
+    ["ports"][0].update(port="metric"),
     "key mode": lambda o: m.volume(
         m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
         "master-key")["secret"].update(defaultMode=0o440, items=None),

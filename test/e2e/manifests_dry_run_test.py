@@ -59,7 +59,8 @@ def test_deploy(work):
     lines = dry_run("kubectl kustomize deploy/", "-f", "-", input=rendered)
     kinds = {ln.split("/")[0].split(".")[0] for ln in lines}
     for kind in ("customresourcedefinition", "csidriver", "daemonset", "deployment",
-                 "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding"):
+                 "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding",
+                 "networkpolicy"):
         check(kind in kinds, f"deploy/ render has no {kind}: {kinds}")
     check("validatingadmissionpolicy" not in kinds,
           f"deploy/ render has the opt-in admission policy: {kinds}")
