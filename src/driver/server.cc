@@ -28,6 +28,9 @@
 namespace fcc::driver {
 namespace {
 
+constexpr int kMaxRequestBytes = 64 * 1024;
+constexpr int kMaxStreamsPerConnection = 64;
+
 // True if something accepts connections on the socket at `path`.
 bool SocketIsLive(const std::string& path) {
   sockaddr_un addr{};
@@ -128,11 +131,18 @@ std::expected<SocketPaths, std::string> ResolveSocketPaths(
 }
 
 // Starts a gRPC server on the unix socket `path`. Only root (kubelet) may
-// connect: the socket is created 0600.
+// connect: the socket is created 0600. CSI requests are a few KiB at most
+// (a service-account token is the largest part), so a request is capped far
+// below gRPC's 4 MiB default, and so are the calls one connection may have
+// in flight: a confused or hostile client cannot make the driver buffer
+// megabytes or run unbounded handlers.
 std::unique_ptr<grpc::Server> ServeUnixSocket(
     const std::string& path, std::initializer_list<grpc::Service*> services) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             kMaxStreamsPerConnection);
   for (grpc::Service* service : services) builder.RegisterService(service);
   const mode_t old_umask = umask(0077);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

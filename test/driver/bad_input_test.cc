@@ -388,6 +388,32 @@ TEST_F(DriverApiTest, UnimplementedNodeRpcs) {
   EXPECT_FALSE(std::filesystem::exists(env->root->path() + "/staging"));
 }
 
+// A request far larger than any CSI request (gRPC's default would take
+// 4 MiB) is refused by gRPC before any handler runs; the driver serves on.
+TEST_F(DriverApiTest, OversizedRequestIsRefusedAndTheDriverServesOn) {
+  KubeletPod pod = PodFor("oversized");
+  KubeletPrepareParent(pod);
+  auto request = KubeletPublishRequest(pod, {{"minicluster", "lammps"}});
+  (*request.mutable_volume_context())
+      ["csi.storage.k8s.io/serviceAccount."
+       "tokens"] = std::string(128 * 1024, 't');
+  grpc::ClientContext context;
+  Bound(context);
+  csi::v1::NodePublishVolumeResponse response;
+  const grpc::Status status =
+      env->client->node().NodePublishVolume(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_FALSE(std::filesystem::exists(KubeletTargetPath(pod)));
+  request.mutable_volume_context()->erase(
+      "csi.storage.k8s.io/serviceAccount.tokens");
+  const grpc::Status ok = env->client->Publish(request);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_TRUE(
+      env->client->Unpublish(KubeletVolumeId(pod), KubeletTargetPath(pod))
+          .ok());
+}
+
 TEST_F(DriverApiTest, NodeGetInfoReturnsNodeId) {
   grpc::ClientContext ctx;
   Bound(ctx);
