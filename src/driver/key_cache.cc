@@ -16,7 +16,8 @@ KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
   const Claimed claimed = Claim(volume_id, key, derived);
   // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
   if (claimed.derive) DeriveInto(derived, key, id);
-  return {claimed.cert.get(), claimed.inserted};  // rethrows a failure
+  // get() rethrows a failure.
+  return {claimed.cert.get(), claimed.inserted, claimed.other};
 }
 
 KeyCache::Claimed KeyCache::Claim(const std::string& volume_id,
@@ -35,8 +36,10 @@ KeyCache::Claimed KeyCache::Claim(const std::string& volume_id,
   } else {
     ++hits_;
   }
-  claimed.inserted = by_volume_.emplace(volume_id, key).second;
-  if (claimed.inserted) ++it->second.volumes;
+  const auto [volume, inserted] = by_volume_.emplace(volume_id, key);
+  claimed.inserted = inserted;
+  claimed.other = !inserted && volume->second != key;
+  if (inserted) ++it->second.volumes;
   claimed.cert = it->second.cert;
   return claimed;
 }
@@ -75,15 +78,40 @@ void KeyCache::Fail(std::promise<CertPtr>& derived, const std::string& key,
   by_minicluster_.erase(it);
 }
 
+void KeyCache::DropVolumeLocked(const std::string& key) {
+  auto it = by_minicluster_.find(key);
+  if (it != by_minicluster_.end() && --it->second.volumes == 0) {
+    by_minicluster_.erase(it);
+  }
+}
+
 void KeyCache::Release(const std::string& volume_id) {
   std::lock_guard lock(mu_);
   auto vol = by_volume_.find(volume_id);
   if (vol == by_volume_.end()) return;
-  auto it = by_minicluster_.find(vol->second);
+  const std::string key = std::move(vol->second);
   by_volume_.erase(vol);
-  if (it != by_minicluster_.end() && --it->second.volumes == 0) {
-    by_minicluster_.erase(it);
+  DropVolumeLocked(key);
+}
+
+void KeyCache::Settle(const std::string& volume_id,
+                      const curve::MiniClusterId& id, bool published) {
+  const std::string key = curve::DerivationInfo(id);
+  std::lock_guard lock(mu_);
+  auto it = by_minicluster_.find(key);
+  if (!published) {
+    if (it != by_minicluster_.end() && it->second.volumes == 0) {
+      by_minicluster_.erase(it);
+    }
+    return;
   }
+  auto [volume, inserted] = by_volume_.try_emplace(volume_id, key);
+  if (!inserted) {
+    if (volume->second == key) return;
+    DropVolumeLocked(volume->second);
+    volume->second = key;
+  }
+  if (it != by_minicluster_.end()) ++it->second.volumes;
 }
 
 KeyCache::Stats KeyCache::GetStats() const {

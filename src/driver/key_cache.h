@@ -42,6 +42,10 @@ class KeyCache {
     // True if this call started `volume_id`'s use of the cert; a failed
     // publish then gives it back with Release.
     bool newly_acquired = false;
+    // True if `volume_id` already counted for another MiniCluster (a
+    // re-publish with other attributes): the publish's outcome then goes to
+    // Settle instead.
+    bool other_minicluster = false;
   };
 
   // The cert for `id`, recording that `volume_id` uses it. Derives on the
@@ -53,6 +57,11 @@ class KeyCache {
   // Ends `volume_id`'s use; a cert no volume uses is dropped (and wiped).
   // Unknown volume IDs (e.g. mounted before a restart) are ignored.
   void Release(const std::string& volume_id);
+  // For an other_minicluster lease: after a successful publish the volume
+  // counts for `id` instead; after a failed one it keeps its MiniCluster, and
+  // `id`'s cert is dropped unless another volume uses it.
+  void Settle(const std::string& volume_id, const curve::MiniClusterId& id,
+              bool published);
 
   struct Stats {
     uint64_t hits = 0;
@@ -74,8 +83,11 @@ class KeyCache {
   struct Claimed {
     std::shared_future<CertPtr> cert;
     bool inserted = false;
+    bool other = false;  // the volume counts for another MiniCluster
     bool derive = false;
   };
+  // One volume fewer for `key`; its cert is dropped when none is left.
+  void DropVolumeLocked(const std::string& key);
   Claimed Claim(const std::string& volume_id, const std::string& key,
                 std::promise<CertPtr>& derived);
   void DeriveInto(std::promise<CertPtr>& derived, const std::string& key,

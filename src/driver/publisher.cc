@@ -58,7 +58,11 @@ Status Publisher::Publish(const PublishSpec& spec) {
   const auto guard = locks_.Lock(spec.volume_id);
   const KeyCache::Lease lease = keys_.Acquire(spec.volume_id, spec.minicluster);
   Status status = PublishLocked(spec, *lease.cert);
-  if (!status.ok() && lease.newly_acquired) keys_.Release(spec.volume_id);
+  if (lease.other_minicluster) {
+    keys_.Settle(spec.volume_id, spec.minicluster, status.ok());
+  } else if (!status.ok() && lease.newly_acquired) {
+    keys_.Release(spec.volume_id);
+  }
   return status;
 }
 

@@ -17,6 +17,7 @@
 #include "driver/key_cache.h"
 #include "driver/metrics.h"
 #include "driver/publisher.h"
+#include "driver/volume_request.h"
 #include "fake_host_fs.h"
 
 namespace fcc::testing {
@@ -57,6 +58,43 @@ TEST(KeyCacheFailureTest, AFailedDerivationNamesTheMiniClusterAndIsNotKept) {
   EXPECT_EQ(lease.cert->text,
             curve::MakeMiniClusterCert(curve::Secret(kMasterKey), id).text);
   EXPECT_EQ(keys.GetStats().misses, 2u);
+}
+
+// One volume ID published again for another MiniCluster (kubelet re-sends
+// a volume with other attributes): no key stays cached that no volume uses,
+// and the volume keeps counting for the cert its target really holds.
+TEST(KeyCacheTest, ARepublishForAnotherMiniClusterKeepsNoUnusedKey) {
+  FakeHostFs fake;
+  driver::KeyCache keys{curve::Secret(kMasterKey)};
+  driver::Publisher publisher{fake, keys};
+  KubeletPod pod;
+  pod.pods_dir = kPods;
+  const std::string target = KubeletTargetPath(pod);
+  fake.AddDir(target.substr(0, target.rfind('/')));
+  auto spec = [&](const std::string& minicluster) {
+    return driver::ValidatePublishRequest(
+               KubeletPublishRequest(pod, {{"minicluster", minicluster}}))
+        .value();
+  };
+  ASSERT_TRUE(publisher.Publish(spec("alpha")).ok());
+  EXPECT_EQ(publisher.Publish(spec("beta")).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(keys.GetStats().miniclusters, 1u) << "beta's key stayed cached";
+  EXPECT_EQ(keys.GetStats().volumes, 1u);
+
+  // A repaired target takes the new MiniCluster: the volume moves to it.
+  ASSERT_EQ(fake.Unmount(target), std::error_code());
+  fake.AddHalfMadeMount(target);
+  ASSERT_TRUE(publisher.Publish(spec("beta")).ok());
+  EXPECT_EQ(keys.GetStats().miniclusters, 1u) << "alpha's key stayed cached";
+  EXPECT_EQ(keys.GetStats().volumes, 1u);
+
+  ASSERT_TRUE(
+      publisher
+          .Unpublish({.volume_id = KubeletVolumeId(pod), .target_path = target})
+          .ok());
+  EXPECT_EQ(keys.GetStats().miniclusters, 0u);
+  EXPECT_EQ(keys.GetStats().volumes, 0u);
 }
 
 class NodeServiceTest : public ::testing::Test {
