@@ -58,7 +58,7 @@ NodeService::NodeService(std::string node_id, Publisher& publisher,
     : node_id_(std::move(node_id)),
       publisher_(publisher),
       metrics_(metrics),
-      policy_(policy) {}
+      policy_(std::move(policy)) {}
 
 grpc::ServerUnaryReactor* NodeService::NodePublishVolume(
     grpc::CallbackServerContext* context,
