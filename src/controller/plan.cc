@@ -71,6 +71,23 @@ bool JobInTheWay(const MiniCluster& mc, const json* job) {
   return job != nullptr && !ControlledBy(*job, mc.uid);
 }
 
+// A Service of the MiniCluster's name that it does not control: a user's,
+// or the previous MiniCluster's being garbage-collected. It is never taken
+// over (its selector would then pick the MiniCluster's pods).
+bool ServiceInTheWay(const MiniCluster& mc, const json* service) {
+  return service != nullptr && !ControlledBy(*service, mc.uid);
+}
+
+json ServiceNameTakenStatus(const MiniCluster& mc, const std::string& now) {
+  json status = ComputeStatus(mc, nullptr, nullptr, now);
+  status["conditions"][0]["reason"] = "ServiceNameTaken";
+  status["conditions"][0]["message"] =
+      "a Service named " + ServiceName(mc) +
+      " exists that this MiniCluster does not control; waiting for it to be "
+      "deleted";
+  return status;
+}
+
 json JobNameTakenStatus(const MiniCluster& mc, const std::string& now) {
   json status = ComputeStatus(mc, nullptr, nullptr, now);
   status["conditions"][0]["reason"] = "JobNameTaken";
@@ -82,13 +99,18 @@ json JobNameTakenStatus(const MiniCluster& mc, const std::string& now) {
 }
 
 std::optional<Action> StatusStep(const Parsed& parsed, const Observed& observed,
-                                 const std::string& now) {
+                                 const std::string& now, bool service_taken) {
   const MiniCluster& mc = parsed.mc;
-  json status = !parsed.errors.empty()
-                    ? InvalidSpecStatus(mc, parsed.errors, now)
-                : JobInTheWay(mc, observed.job)
-                    ? JobNameTakenStatus(mc, now)
-                    : ComputeStatus(mc, observed.job, observed.workload, now);
+  json status;
+  if (!parsed.errors.empty()) {
+    status = InvalidSpecStatus(mc, parsed.errors, now);
+  } else if (JobInTheWay(mc, observed.job)) {
+    status = JobNameTakenStatus(mc, now);
+  } else if (service_taken || ServiceInTheWay(mc, observed.service)) {
+    status = ServiceNameTakenStatus(mc, now);
+  } else {
+    status = ComputeStatus(mc, observed.job, observed.workload, now);
+  }
   if (status == mc.status) return std::nullopt;
   return StatusAction(mc, std::move(status));
 }
@@ -96,8 +118,17 @@ std::optional<Action> StatusStep(const Parsed& parsed, const Observed& observed,
 std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
                                   const DesiredOptions& options) {
   json service = DesiredService(mc, options);
-  if (observed != nullptr && IsSubset(Comparable(service), *observed))
+  // Created, not applied: an apply would take over a Service of that name
+  // that the label-filtered cache does not show.
+  if (observed == nullptr) {
+    return Action{Action::Kind::kCreateService,
+                  CollectionPath("v1", "services", mc.namespace_name),
+                  std::move(service), kCreateFieldManager, false};
+  }
+  if (ServiceInTheWay(mc, observed) ||
+      IsSubset(Comparable(service), *observed)) {
     return std::nullopt;
+  }
   return Action{
       Action::Kind::kApplyService,
       ObjectPath("v1", "services", mc.namespace_name, ServiceName(mc)),
@@ -127,6 +158,8 @@ void ExistingJobSteps(const MiniCluster& mc, const json& job,
 
 std::string ActionName(Action::Kind kind) {
   switch (kind) {
+    case Action::Kind::kCreateService:
+      return "create Service";
     case Action::Kind::kApplyService:
       return "apply Service";
     case Action::Kind::kCreateJob:
@@ -148,7 +181,9 @@ std::vector<Action> PlanReconcile(const Observed& observed,
   const auto parsed = ParseObserved(observed);
   if (!parsed) return actions;
   const MiniCluster& mc = parsed->mc;
-  if (parsed->errors.empty()) {
+  // Brokers find each other through the Service: no Job while another's
+  // Service holds the name.
+  if (parsed->errors.empty() && !ServiceInTheWay(mc, observed.service)) {
     if (auto service = ServiceStep(mc, observed.service, options))
       actions.push_back(std::move(*service));
     if (observed.job == nullptr) {
@@ -159,16 +194,16 @@ std::vector<Action> PlanReconcile(const Observed& observed,
       ExistingJobSteps(mc, *observed.job, actions);
     }
   }
-  if (auto status = StatusStep(*parsed, observed, now))
+  if (auto status = StatusStep(*parsed, observed, now, false))
     actions.push_back(std::move(*status));
   return actions;
 }
 
 std::optional<Action> PlanStatus(const Observed& observed,
-                                 const std::string& now) {
+                                 const std::string& now, bool service_taken) {
   const auto parsed = ParseObserved(observed);
   if (!parsed) return std::nullopt;
-  return StatusStep(*parsed, observed, now);
+  return StatusStep(*parsed, observed, now, service_taken);
 }
 
 }  // namespace fcc::controller

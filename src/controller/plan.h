@@ -45,6 +45,7 @@ struct Observed {
 
 struct Action {
   enum class Kind {
+    kCreateService,
     kApplyService,
     kCreateJob,
     kApplyJob,
@@ -52,7 +53,8 @@ struct Action {
     kApplyStatus
   };
   Kind kind;
-  std::string path;  // collection path for kCreateJob, object path otherwise
+  // The collection path for a create, the object's path otherwise.
+  std::string path;
   nlohmann::json body;
   std::string field_manager;
   bool force = true;
@@ -68,9 +70,11 @@ std::vector<Action> PlanReconcile(const Observed& observed,
 
 // The status write alone that `observed` calls for (the last step of
 // PlanReconcile); nullopt when the MiniCluster already shows it. The
-// reconciler asks again when creating the Job showed it more than the
-// caches did (the created Job, or a Job of that name in the way).
+// reconciler asks again when a create showed more than the caches did (the
+// created Job, a Job of that name in the way, or a Service of that name the
+// MiniCluster does not control: `service_taken`).
 std::optional<Action> PlanStatus(const Observed& observed,
-                                 const std::string& now);
+                                 const std::string& now,
+                                 bool service_taken = false);
 
 }  // namespace fcc::controller

@@ -41,6 +41,8 @@ std::string RetryReasonName(RetryReason reason) {
       return "Job lookup failed";
     case RetryReason::kJobNameTaken:
       return "Job name taken";
+    case RetryReason::kServiceNameTaken:
+      return "Service name taken";
     case RetryReason::kUnexpectedError:
       return "unexpected error";
   }
@@ -88,9 +90,17 @@ ReconcileResult Reconciler::Execute(const std::string& key,
   const Action* planned_status = nullptr;  // the plan's last step, if any
   // Set by the create step: the Job the caches did not have yet.
   std::optional<json> job_after_create;
+  bool service_taken = false;
   for (const Action& action : plan) {
     if (action.kind == Action::Kind::kApplyStatus) {
       planned_status = &action;
+    } else if (action.kind == Action::Kind::kCreateService) {
+      ReconcileResult created =
+          CreateService(key, action, ObjectMeta(snapshot.minicluster).uid());
+      service_taken = created.reason == RetryReason::kServiceNameTaken;
+      result.Merge(std::move(created));
+    } else if (service_taken) {
+      continue;  // no Job while another's Service holds the name
     } else if (action.kind == Action::Kind::kCreateJob) {
       Created created =
           CreateJob(key, action, ObjectMeta(snapshot.minicluster).uid());
@@ -100,6 +110,12 @@ ReconcileResult Reconciler::Execute(const std::string& key,
     } else {
       result.Merge(Apply(key, action));
     }
+  }
+  if (service_taken) {
+    if (auto status = PlanStatus(snapshot.View(), now, true)) {
+      result.Merge(Apply(key, *status));
+    }
+    return result;
   }
   if (!job_after_create) {
     if (planned_status != nullptr) result.Merge(Apply(key, *planned_status));
@@ -146,6 +162,39 @@ Reconciler::Created Reconciler::CreateJob(const std::string& key,
   spdlog::warn("minicluster {}: {}", key, what);
   return {ReconcileResult::Retry(RetryReason::kWriteFailed, what),
           std::nullopt};
+}
+
+ReconcileResult Reconciler::CreateService(const std::string& key,
+                                          const Action& action,
+                                          const std::string& uid) {
+  const HttpResponse response =
+      api_.Create(action.path, action.body, action.field_manager);
+  if (response.ok()) {
+    spdlog::info("minicluster {}: {}", key, ActionName(action.kind));
+    return ReconcileResult::Done();
+  }
+  if (response.status != 409) {
+    const std::string what = "create Service failed: " + response.Describe();
+    spdlog::warn("minicluster {}: {}", key, what);
+    return ReconcileResult::Retry(RetryReason::kWriteFailed, what);
+  }
+  // Ours, created before the cache saw it; or another's, which the
+  // label-filtered cache never shows.
+  const HttpResponse got =
+      api_.Get(action.path + "/" + ObjectMeta(action.body).name());
+  const json existing = json::parse(got.body, nullptr, false);
+  if (!got.ok() || !existing.is_object()) {
+    const std::string what = "create Service: 409, then get: " + got.Describe();
+    spdlog::warn("minicluster {}: {}", key, what);
+    return ReconcileResult::Retry(RetryReason::kWriteFailed, what);
+  }
+  if (ControlledBy(existing, uid)) return ReconcileResult::Done();
+  spdlog::info(
+      "minicluster {}: a Service of that name exists that it does not "
+      "control; retrying",
+      key);
+  return ReconcileResult::Retry(RetryReason::kServiceNameTaken,
+                                "a Service of that name is in the way");
 }
 
 // Either we created the Job meanwhile (its watch brings it to the cache),

@@ -31,10 +31,11 @@ struct Caches {
 // Why a key goes back to the queue with back-off.
 enum class RetryReason {
   kNone,
-  kWriteFailed,      // a create or apply failed
-  kJobLookupFailed,  // the create met 409 and the Job could not be read
-  kJobNameTaken,     // a Job of that name that the MiniCluster does not own
-  kUnexpectedError,  // the reconcile threw
+  kWriteFailed,       // a create or apply failed
+  kJobLookupFailed,   // the create met 409 and the Job could not be read
+  kJobNameTaken,      // a Job of that name that the MiniCluster does not own
+  kServiceNameTaken,  // likewise a Service
+  kUnexpectedError,   // the reconcile threw
 };
 std::string RetryReasonName(RetryReason reason);
 
@@ -83,6 +84,10 @@ class Reconciler {
                           const std::string& now);
   Created CreateJob(const std::string& key, const Action& action,
                     const std::string& uid);
+  // Creates the Service; kServiceNameTaken if one of that name exists that
+  // the MiniCluster `uid` does not control (it is left as it is).
+  ReconcileResult CreateService(const std::string& key, const Action& action,
+                                const std::string& uid);
   Created ResolveCreateConflict(const std::string& key, const Action& action,
                                 const std::string& uid);
   ReconcileResult Apply(const std::string& key, const Action& action);

@@ -41,11 +41,12 @@ using K = Action::Kind;
 TEST(PlanReconcile, NewMiniClusterGetsServiceSuspendedJobAndStatus) {
   const json mc = MiniClusterObject();
   const auto actions = PlanReconcile({&mc}, kOptions, kNow);
-  ASSERT_EQ(Kinds(actions),
-            (std::vector<K>{K::kApplyService, K::kCreateJob, K::kApplyStatus}));
-  EXPECT_EQ(actions[0].path, "/api/v1/namespaces/science/services/demo");
-  EXPECT_EQ(actions[0].field_manager, kFieldManager);
-  EXPECT_TRUE(actions[0].force);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kCreateService, K::kCreateJob,
+                                            K::kApplyStatus}));
+  // Created, never applied: an apply would take over another's Service.
+  EXPECT_EQ(actions[0].path, "/api/v1/namespaces/science/services");
+  EXPECT_EQ(actions[0].field_manager, kCreateFieldManager);
+  EXPECT_FALSE(actions[0].force);
   EXPECT_EQ(actions[1].path, "/apis/batch/v1/namespaces/science/jobs");
   EXPECT_EQ(actions[1].field_manager, kCreateFieldManager);
   EXPECT_EQ(actions[1].body["spec"]["suspend"], true);
@@ -189,6 +190,7 @@ class RecordingApi : public KubeApi {
   HttpResponse Create(const std::string& path, const json& body,
                       const std::string& manager) override {
     calls.push_back({"create", path, manager, body, false});
+    if (path.ends_with("/services")) return {service_create_status, "{}", ""};
     return {create_status, create_body, ""};
   }
   HttpResponse Apply(const std::string& path, const json& body,
@@ -198,6 +200,9 @@ class RecordingApi : public KubeApi {
   }
   HttpResponse Get(const std::string& path) override {
     calls.push_back({"get", path, "", json(), false});
+    if (path.find("/services/") != std::string::npos) {
+      return {200, service_get_body, ""};
+    }
     return {get_status, get_body, ""};
   }
   std::vector<Call> calls;
@@ -206,6 +211,8 @@ class RecordingApi : public KubeApi {
   long create_status = 201;
   std::string create_body = "{}";
   long apply_status = 200;
+  long service_create_status = 201;
+  std::string service_get_body = "{}";
 };
 
 struct Fixture {
@@ -294,6 +301,49 @@ TEST(Reconciler, OwnJobOnCreateGivesTheStatusOfThatJob) {
   EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
   ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
   EXPECT_EQ(f.api.calls[3].body["status"]["state"], "Queued");
+}
+
+// A Service of that name without our label is invisible to the Service
+// cache: the create's 409 shows it. It is never applied over (that would
+// replace its selector and add an owner); no Job is made; the status says
+// why, and the key is retried until the name is free.
+TEST(Reconciler, ForeignServiceOnCreateIsLeftAloneReportedAndRetried) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.service_create_status = 409;
+  f.api.service_get_body =
+      R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
+  EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+            RetryReason::kServiceNameTaken);
+  ASSERT_EQ(f.api.calls.size(), 3u);  // create service, get, status
+  EXPECT_EQ(f.api.calls[1].path, "/api/v1/namespaces/science/services/demo");
+  EXPECT_EQ(f.api.calls[2].verb, "apply");
+  EXPECT_EQ(f.api.calls[2].body["status"]["conditions"][0]["reason"],
+            "ServiceNameTaken");
+}
+
+// Ours, created before its watch event came: the reconcile goes on.
+TEST(Reconciler, OwnServiceOnCreateIsNotAnError) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.service_create_status = 409;
+  f.api.service_get_body = StoredService(MiniClusterObject()).dump();
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  ASSERT_EQ(f.api.calls.size(), 4u);  // create service, get, create, status
+  EXPECT_EQ(f.api.calls[2].body["kind"], "Job");
+}
+
+// A Service of that name in the cache that the MiniCluster does not control
+// (the previous MiniCluster of that name, being garbage-collected): no write
+// to it, no Job, and the status says why.
+TEST(PlanReconcile, ServiceInTheWayIsNotAppliedOver) {
+  const json mc = MiniClusterObject();
+  json other = StoredService(mc);
+  other["metadata"]["ownerReferences"][0]["uid"] = "previous-uid";
+  const auto actions = PlanReconcile({&mc, &other}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+  EXPECT_EQ(actions[0].body["status"]["conditions"][0]["reason"],
+            "ServiceNameTaken");
 }
 
 // Without the Job the status cannot be told: nothing more is written.

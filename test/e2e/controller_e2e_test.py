@@ -273,6 +273,37 @@ def test_name_taken(work):
     wait_state(ns, "taken", "Running")
 
 
+def test_service_name_taken(work):
+    """A Service of the MiniCluster's name that it does not control is never
+    taken over (its selector kept, no owner added), no Job is made while it
+    is there, and the MiniCluster says why; once it is gone the MiniCluster
+    gets its own Service and Job."""
+    ns = "e2e-svc-taken"
+    create_namespace(ns)
+    kubectl("create", "service", "clusterip", "svc-taken", "-n", ns, "--tcp=80")
+    theirs = get("service", "svc-taken", ns)
+    ctl = Controller(work, "svc-taken")
+    ctl.wait_ready()
+    apply(minicluster("svc-taken", ns, size=1))
+    wait_for("a condition with reason ServiceNameTaken", lambda: any(
+        c["reason"] == "ServiceNameTaken"
+        for c in get("minicluster", "svc-taken", ns)["status"]["conditions"]))
+    time.sleep(2)  # a retry or two: the Service must still be theirs
+    svc = get("service", "svc-taken", ns)
+    check_eq(svc["spec"].get("selector"), theirs["spec"].get("selector"), "foreign Service selector")
+    check_eq(svc["metadata"].get("ownerReferences"), None, "foreign Service ownerReferences")
+    check_eq(get("job", "svc-taken", ns), None, "Job made while the Service name is taken")
+    kubectl("delete", "service", "svc-taken", "-n", ns, "--wait=true", "--timeout=60s")
+    mc = get("minicluster", "svc-taken", ns)
+    svc = wait_for("the MiniCluster's own Service",
+                   lambda: (get("service", "svc-taken", ns) or {}).get("metadata", {})
+                   .get("ownerReferences") and get("service", "svc-taken", ns), timeout=60)
+    check_service(svc, mc)
+    job = wait_for("the MiniCluster's own Job", lambda: get("job", "svc-taken", ns), timeout=30)
+    check_owned(job, mc, "Job svc-taken")
+    check(ctl.alive(), "controller exited")
+
+
 def test_deployed_rbac(work):
     """The controller as deployed: deploy/controller/rbac.yaml's least
     privilege, a ServiceAccount token (tokenFile) and the CA file, leader
@@ -377,4 +408,5 @@ def test_in_cluster_token_rotation(work):
 
 
 if __name__ == "__main__":
-    main([test_lifecycle, test_name_taken, test_deployed_rbac, test_in_cluster_token_rotation])
+    main([test_lifecycle, test_name_taken, test_service_name_taken, test_deployed_rbac,
+          test_in_cluster_token_rotation])
