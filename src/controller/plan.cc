@@ -78,21 +78,14 @@ bool ServiceInTheWay(const MiniCluster& mc, const json* service) {
   return service != nullptr && !ControlledBy(*service, mc.uid);
 }
 
-json ServiceNameTakenStatus(const MiniCluster& mc, const std::string& now) {
+// Pending, reason <kind>NameTaken: an object of that kind and name that the
+// MiniCluster does not control is in the way.
+json NameTakenStatus(const MiniCluster& mc, const std::string& kind,
+                     const std::string& name, const std::string& now) {
   json status = ComputeStatus(mc, nullptr, nullptr, now);
-  status["conditions"][0]["reason"] = "ServiceNameTaken";
+  status["conditions"][0]["reason"] = kind + "NameTaken";
   status["conditions"][0]["message"] =
-      "a Service named " + ServiceName(mc) +
-      " exists that this MiniCluster does not control; waiting for it to be "
-      "deleted";
-  return status;
-}
-
-json JobNameTakenStatus(const MiniCluster& mc, const std::string& now) {
-  json status = ComputeStatus(mc, nullptr, nullptr, now);
-  status["conditions"][0]["reason"] = "JobNameTaken";
-  status["conditions"][0]["message"] =
-      "a Job named " + JobName(mc) +
+      "a " + kind + " named " + name +
       " exists that this MiniCluster does not control; waiting for it to be "
       "deleted";
   return status;
@@ -105,9 +98,9 @@ std::optional<Action> StatusStep(const Parsed& parsed, const Observed& observed,
   if (!parsed.errors.empty()) {
     status = InvalidSpecStatus(mc, parsed.errors, now);
   } else if (JobInTheWay(mc, observed.job)) {
-    status = JobNameTakenStatus(mc, now);
+    status = NameTakenStatus(mc, "Job", JobName(mc), now);
   } else if (service_taken || ServiceInTheWay(mc, observed.service)) {
-    status = ServiceNameTakenStatus(mc, now);
+    status = NameTakenStatus(mc, "Service", ServiceName(mc), now);
   } else {
     status = ComputeStatus(mc, observed.job, observed.workload, now);
   }
