@@ -568,8 +568,13 @@ def scenario(work, kueue, controller, pods_watch, jobs_watch):
               r'[^}]*succeeded="true"')
     check(n > 0 or WORKLOAD_API.endswith("/v1beta2"),
           "the API server never converted a Workload through Kueue's webhook")
+    # Not errors of ours: no cluster-autoscaler here; and Kueue's own race when
+    # the garbage collector deletes the deleted MiniCluster's Job and Workload
+    # together (it suspends a Job whose Workload is gone and finds the Job gone
+    # too: seen once in about ten CI runs).
+    benign = ("Provisioning Requests not supported", 'suspend: jobs.batch \\"interactive\\" not found')
     errors = [line for line in kueue.text().splitlines() if '"level":"error"' in line
-              and "Provisioning Requests not supported" not in line]  # no cluster-autoscaler here
+              and not any(b in line for b in benign)]
     check(not errors, f"Kueue logged {len(errors)} errors, e.g. {errors[:3]}")
     log(f"ok - the API server called Kueue's Job, Workload and ClusterQueue webhooks and converted "
         f"Workloads through it ({n:.0f}); no error in Kueue's log")
