@@ -29,7 +29,7 @@ FROM debian:bookworm-slim AS runtime
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       libsodium23 libssl3 libcurl4 zlib1g libc-ares2 libre2-9 \
-      libspdlog1.10 libfmt9 libyaml-cpp0.7 libcpp-httplib0.11 \
+      libspdlog1.10 libfmt9 libyaml-cpp0.7 libcivetweb1 \
       libprometheus-cpp-core1.0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/flux-curve-csi /out/bin/minicluster-controller /usr/local/bin/

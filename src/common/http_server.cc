@@ -1,10 +1,18 @@
 #include "common/http_server.h"
 
-#include <httplib.h>
+#include <arpa/inet.h>
+#include <civetweb.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
+#include <thread>
+
+#include "common/unique_fd.h"
 
 namespace fcc::common {
 
@@ -33,54 +41,139 @@ std::expected<HostPort, std::string> ParseHostPort(std::string_view flag,
   return hp;
 }
 
+namespace {
+
+void InitCivetwebOnce() {
+  static const bool initialised = [] {
+    mg_init_library(0);
+    return true;
+  }();
+  (void)initialised;
+}
+
+// civetweb's own messages (a refused or timed-out client) join the one JSON
+// log at debug: they are the client's problem, not the operator's.
+int LogCivetwebMessage(const mg_connection*, const char* message) {
+  spdlog::debug("http: {}", message);
+  return 1;
+}
+
+void Reply(mg_connection* conn, const HttpReply& reply) {
+  mg_response_header_start(conn, reply.status);
+  mg_response_header_add(conn, "Content-Type", reply.content_type.c_str(), -1);
+  const std::string length = std::to_string(reply.body.size());
+  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
+  mg_response_header_send(conn);
+  mg_write(conn, reply.body.data(), reply.body.size());
+}
+
+// True if the connection was started (non-blocking: it completes later).
+bool WakeListener(const std::string& host, int port) {
+  const UniqueFd fd(
+      socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (!fd || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return false;
+  }
+  return connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
+                 sizeof addr) == 0 ||
+         errno == EINPROGRESS;
+}
+
+}  // namespace
+
+int HttpServer::Serve(mg_connection* conn, void* self) {
+  const mg_request_info* request = mg_get_request_info(conn);
+  const auto& routes = static_cast<HttpServer*>(self)->routes_;
+  const std::string_view uri = request->local_uri ? request->local_uri : "";
+  const auto route = std::ranges::find(routes, uri, &HttpRoute::path);
+  if (route == routes.end()) {
+    Reply(conn, {404, "not found\n"});
+  } else if (std::string_view(request->request_method) != "GET") {
+    Reply(conn, {405, "only GET\n"});
+  } else {
+    Reply(conn, route->handler());
+  }
+  return 1;  // answered
+}
+
 std::expected<std::unique_ptr<HttpServer>, std::string> HttpServer::Start(
     std::string_view flag, std::string_view address,
-    std::vector<HttpRoute> routes) {
+    std::vector<HttpRoute> routes, const HttpLimits& limits) {
   auto hp = ParseHostPort(flag, address);
   if (!hp) return std::unexpected(hp.error());
-
-  std::unique_ptr<HttpServer> self(new HttpServer());
-  self->server_ = std::make_unique<httplib::Server>();
-  httplib::Server& http = *self->server_;
-  // Scrapes and probes are rare; two threads are plenty.
-  http.new_task_queue = [] { return new httplib::ThreadPool(2); };
-  // httplib's default adds SO_REUSEPORT, with which a second process on the
-  // same port binds too and the kernel splits the probes between them.
-  http.set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  for (auto& route : routes) {
-    http.Get(route.path, [handler = std::move(route.handler)](
-                             const httplib::Request&, httplib::Response& res) {
-      HttpReply reply = handler();
-      res.status = reply.status;
-      res.set_content(reply.body, reply.content_type);
-    });
+  if (hp->host.find(':') != std::string::npos) {
+    return std::unexpected(std::string(flag) + " " + std::string(address) +
+                           ": IPv6 is not supported (Debian's civetweb is "
+                           "built without it); use an IPv4 address such as "
+                           "0.0.0.0:" +
+                           std::to_string(hp->port));
   }
-  if (hp->port == 0) {
-    self->port_ = http.bind_to_any_port(hp->host);
-  } else if (http.bind_to_port(hp->host, hp->port)) {
-    self->port_ = hp->port;
-  } else {
-    self->port_ = -1;
+  InitCivetwebOnce();
+  std::unique_ptr<HttpServer> self(new HttpServer(std::move(routes)));
+  const std::string ports = hp->host + ":" + std::to_string(hp->port);
+  const std::string deadline = std::to_string(limits.request_deadline_ms);
+  const std::string workers = std::to_string(limits.workers);
+  const std::string queued = std::to_string(limits.queued);
+  const std::string backlog = std::to_string(limits.backlog);
+  // No document_root: nothing but the routes is served. No keep-alive: a
+  // connection is one request, so the deadline bounds its whole life.
+  const char* options[] = {"listening_ports",
+                           ports.c_str(),
+                           "request_timeout_ms",
+                           deadline.c_str(),
+                           "num_threads",
+                           workers.c_str(),
+                           "connection_queue",
+                           queued.c_str(),
+                           "listen_backlog",
+                           backlog.c_str(),
+                           "enable_keep_alive",
+                           "no",
+                           nullptr};
+  mg_callbacks callbacks{};
+  callbacks.log_message = LogCivetwebMessage;
+  mg_init_data init{};
+  init.callbacks = &callbacks;
+  init.user_data = self.get();
+  init.configuration_options = options;
+  char error[256] = {};
+  mg_error_data error_data{};
+  error_data.text = error;
+  error_data.text_buffer_size = sizeof error;
+  self->context_ = mg_start2(&init, &error_data);
+  if (self->context_ == nullptr) {
+    return std::unexpected(
+        "cannot listen on " + std::string(flag) + " " + std::string(address) +
+        " (in use, or not an address of this host): " + error);
   }
-  if (self->port_ <= 0) {
+  mg_server_port bound{};
+  if (mg_get_server_ports(self->context_, 1, &bound) != 1) {
     return std::unexpected("cannot listen on " + std::string(flag) + " " +
-                           std::string(address) +
-                           " (in use, or not an address of this host)");
+                           std::string(address) + ": no port bound");
   }
-  self->thread_ = std::thread([&http] { http.listen_after_bind(); });
-  // stop() is a no-op until the loop runs; wait so ~HttpServer can stop it.
-  for (int i = 0; i < 2000 && !http.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  self->port_ = bound.port;
+  self->wake_host_ = hp->host == "0.0.0.0" ? "127.0.0.1" : hp->host;
+  mg_set_request_handler(self->context_, "/", &HttpServer::Serve, self.get());
   return self;
 }
 
+// civetweb's accepting thread polls in 2 s quanta and only then sees a stop;
+// a connection wakes it at once.
 HttpServer::~HttpServer() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (context_ == nullptr) return;
+  std::atomic<bool> stopped = false;
+  std::thread stopper([this, &stopped] {
+    mg_stop(context_);
+    stopped = true;
+  });
+  while (!stopped) {
+    WakeListener(wake_host_, port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stopper.join();
 }
 
 }  // namespace fcc::common

@@ -17,6 +17,7 @@
 #include "common/names.h"
 #include "common/signals.h"
 #include "common/stop_signal.h"
+#include "tcp_clients.h"
 
 namespace fcc::common {
 namespace {
@@ -122,6 +123,69 @@ TEST(HttpServer, ASecondServerOnTheSamePortFails) {
       << second.error();
 }
 
+TEST(HttpServer, OnlyGetIsAnswered) {
+  auto server = HttpServer::Start("--x", "127.0.0.1:0",
+                                  {{"/healthz", [] { return HttpReply{}; }}});
+  ASSERT_TRUE(server) << server.error();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto post = client.Post("/healthz", "x", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+}
+
+// Each byte arrives well within any per-read timeout; only a deadline on the
+// whole request ends it (cpp-httplib, used before, served it for ever).
+TEST(HttpServer, ATricklingRequestIsCutAtTheDeadline) {
+  HttpLimits limits;
+  limits.request_deadline_ms = 300;
+  auto server = HttpServer::Start(
+      "--x", "127.0.0.1:0", {{"/healthz", [] { return HttpReply{}; }}}, limits);
+  ASSERT_TRUE(server) << server.error();
+  EXPECT_TRUE(fcc::testing::ServerCutsATricklingRequest(
+      (*server)->port(), std::chrono::milliseconds(50),
+      std::chrono::seconds(10)))
+      << "still reading one request after 10 s";
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto health = client.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+// Held connections cost the server at most its workers and queue in file
+// descriptors; the rest wait in the kernel's backlog.
+TEST(HttpServer, HeldConnectionsAreBounded) {
+  HttpLimits limits;
+  limits.request_deadline_ms = 5000;
+  limits.workers = 2;
+  limits.queued = 2;
+  limits.backlog = 4;
+  auto server = HttpServer::Start(
+      "--x", "127.0.0.1:0", {{"/healthz", [] { return HttpReply{}; }}}, limits);
+  ASSERT_TRUE(server) << server.error();
+  const int before = fcc::testing::OpenFdCount(getpid());
+  auto held = fcc::testing::HoldTcpConnections((*server)->port(), 50);
+  ASSERT_EQ(held.size(), 50U);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int accepted = fcc::testing::OpenFdCount(getpid()) - before -
+                       static_cast<int>(held.size());
+  // +1: the connection the accepting thread holds while the queue is full.
+  EXPECT_LE(accepted, limits.workers + limits.queued + 1);
+  held.clear();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  client.set_read_timeout(10);
+  auto health = client.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST(HttpServer, Ipv6IsRefusedWithTheFix) {
+  auto server = HttpServer::Start("--metrics-address", "[::]:9810", {});
+  ASSERT_FALSE(server);
+  EXPECT_NE(server.error().find("--metrics-address"), std::string::npos);
+  EXPECT_NE(server.error().find("0.0.0.0:9810"), std::string::npos)
+      << server.error();
+}
+
 TEST(HttpServer, BadAddressNamesTheFlag) {
   auto server = HttpServer::Start("--metrics-address", "nonsense", {});
   ASSERT_FALSE(server);
@@ -130,10 +194,10 @@ TEST(HttpServer, BadAddressNamesTheFlag) {
 
 TEST(Logging, JsonLinesHaveOneSchema) {
   ASSERT_TRUE(ConfigureLogging("common-test", "json", "info"));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   spdlog::info("quote \" and newline \n");
   spdlog::debug("below the level");
-  const std::string out = testing::internal::GetCapturedStderr();
+  const std::string out = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(out.find("below"), std::string::npos);
   const auto entry = nlohmann::json::parse(out);
   EXPECT_EQ(entry.size(), 3u) << out;
@@ -151,7 +215,7 @@ TEST(Logging, UnknownValuesNameTheFlag) {
   EXPECT_NE(format.error().find("--log-format"), std::string::npos);
 }
 
-class FileTest : public testing::Test {
+class FileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char dir[] = "/tmp/fcc-common-XXXXXX";

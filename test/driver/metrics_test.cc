@@ -5,9 +5,11 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "curve/minicluster_cert.h"
 #include "http_driver_test.h"
+#include "tcp_clients.h"
 
 namespace fcc::testing {
 namespace {
@@ -115,6 +117,35 @@ TEST_F(MetricsTest, CountersAndGaugesFollowRealPublishes) {
         cert.public_z85, pod_.pods_dir}) {
     EXPECT_EQ(again.find(leak), std::string::npos) << "metrics show " << leak;
   }
+}
+
+// The review's experiment: with a low file-descriptor limit, connections
+// held on the metrics port made accept(2) fail with EMFILE, after which
+// gRPC 1.51 never accepted another CSI connection (grpc/grpc#16058).
+class MetricsPortFloodTest : public HttpDriverTest {
+ protected:
+  static constexpr int kMaxOpenFiles = 64;
+  DriverProcess::Options DriverOptions() const override {
+    auto options = HttpDriverTest::DriverOptions();
+    options.max_open_files = kMaxOpenFiles;
+    return options;
+  }
+};
+
+TEST_F(MetricsPortFloodTest, HeldConnectionsNeverStarveTheCsiSocket) {
+  auto held = HoldTcpConnections(port_, 3 * kMaxOpenFiles);
+  ASSERT_EQ(held.size(), 3U * kMaxOpenFiles);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LT(OpenFdCount(driver_->pid()), kMaxOpenFiles - 8)
+      << "the metrics port takes every connection offered";
+  CsiClient during(socket_path());  // a new connection, so a new accept
+  EXPECT_TRUE(during.WaitReady(std::chrono::seconds(5)))
+      << "no CSI connection accepted while the metrics port is flooded\n"
+      << log();
+  held.clear();
+  CsiClient after(socket_path());
+  EXPECT_TRUE(after.WaitReady(std::chrono::seconds(5))) << log();
+  EXPECT_EQ(Get("/healthz"), "ok\n");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +47,11 @@ pid_t DriverProcess::Spawn() {
         dup2(fd, STDERR_FILENO);
         dup2(fd, STDOUT_FILENO);
       }
+    }
+    if (options_.max_open_files > 0) {
+      const rlim_t limit = options_.max_open_files;
+      const rlimit nofile{limit, limit};
+      if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) _exit(126);
     }
     execv(argv[0], argv.data());
     _exit(127);

@@ -21,6 +21,7 @@ class DriverProcess {
     // --kubelet-dir: the directory the test's pods dir is in ("": default).
     std::string kubelet_dir;
     std::vector<std::string> extra_args;
+    int max_open_files = 0;  // RLIMIT_NOFILE in the child (0: inherited)
   };
 
   explicit DriverProcess(Options options);
