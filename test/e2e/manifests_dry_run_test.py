@@ -62,7 +62,7 @@ def test_deploy(work):
     kinds = {ln.split("/")[0].split(".")[0] for ln in lines}
     for kind in ("customresourcedefinition", "csidriver", "daemonset", "deployment",
                  "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding",
-                 "networkpolicy"):
+                 "networkpolicy", "resourcequota"):
         check(kind in kinds, f"deploy/ render has no {kind}: {kinds}")
     check("validatingadmissionpolicy" not in kinds,
           f"deploy/ render has the opt-in admission policy: {kinds}")
