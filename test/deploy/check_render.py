@@ -232,30 +232,35 @@ def check_namespace_admission(objects, c):
     # would flag the driver on every apply.
     for mode in ("enforce", "warn", "audit"):
         c.equal(labels.get(PSA + mode), "privileged",
-                f"Namespace {m.NAMESPACE} label {PSA}{mode} (the driver is privileged)")
+                f"Namespace {m.NAMESPACE} label {PSA}{mode} "
+                "(the driver is privileged)")
     quotas = [q for q in m.find(objects, "ResourceQuota")
               if q["metadata"].get("namespace") == m.NAMESPACE]
     for w in m.find(objects, "DaemonSet") + m.find(objects, "Deployment"):
         cls = m.pod_spec(w).get("priorityClassName")
-        if w["metadata"].get("namespace") != m.NAMESPACE or cls not in CRITICAL_CLASSES:
+        if w["metadata"].get("namespace") != m.NAMESPACE \
+                or cls not in CRITICAL_CLASSES:
             continue
         covering = [q for q in quotas
                     if any(e.get("scopeName") == "PriorityClass"
-                           and e.get("operator") == "In" and cls in e.get("values", [])
+                           and e.get("operator") == "In"
+                           and cls in e.get("values", [])
                            for e in q["spec"].get("scopeSelector", {})
                            .get("matchExpressions", []))
                     and not q["spec"].get("scopes")]
         name = f"{w['kind']} {w['metadata']['name']} (priorityClassName {cls})"
         if not c.check(len(covering) == 1,
-                       f"{name}: {len(covering)} ResourceQuotas in {m.NAMESPACE} "
-                       f"have a PriorityClass In scope with {cls}; GKE needs one"):
+                       f"{name}: {len(covering)} ResourceQuotas in "
+                       f"{m.NAMESPACE} have a PriorityClass In scope with "
+                       f"{cls}; GKE needs one"):
             continue
         # One pod per node: a count below any cluster's node count would
         # leave nodes without the driver.
         pods = covering[0]["spec"].get("hard", {}).get("pods")
         c.check(pods is not None and quantity(pods) >= 100000,
-                f"{name}: ResourceQuota {covering[0]['metadata']['name']} hard pods "
-                f"{pods!r} is below 100000 (GKE's own quota allows 1G)")
+                f"{name}: ResourceQuota {covering[0]['metadata']['name']} "
+                f"hard pods {pods!r} is below 100000 (GKE's own quota "
+                "allows 1G)")
 
 
 def check_objects(objects, serve_flags, global_flags):
