@@ -208,6 +208,61 @@ def check_network_policies(objects, c):
                         f"which its pods do not name ({sorted(named)})")
 
 
+PSA = "pod-security.kubernetes.io/"
+CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
+QUANTITY = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(value):
+    text = str(value)
+    number = text.rstrip("kMGTi")
+    return float(number) * QUANTITY[text[len(number):]]
+
+
+def check_namespace_admission(objects, c):
+    """The namespace admits the privileged driver where Pod Security
+    Admission enforces a stricter default, and a ResourceQuota scoped to
+    each critical PriorityClass a workload there uses lets GKE admit its
+    pods (docs/operations.md, Install)."""
+    ns = [n for n in m.find(objects, "Namespace")
+          if n["metadata"]["name"] == m.NAMESPACE]
+    labels = ns[0]["metadata"].get("labels", {}) if ns else {}
+    # warn and audit too: a cluster default of baseline/restricted for them
+    # would flag the driver on every apply.
+    for mode in ("enforce", "warn", "audit"):
+        c.equal(labels.get(PSA + mode), "privileged",
+                f"Namespace {m.NAMESPACE} label {PSA}{mode} "
+                "(the driver is privileged)")
+    quotas = [q for q in m.find(objects, "ResourceQuota")
+              if q["metadata"].get("namespace") == m.NAMESPACE]
+    for w in m.find(objects, "DaemonSet") + m.find(objects, "Deployment"):
+        cls = m.pod_spec(w).get("priorityClassName")
+        if w["metadata"].get("namespace") != m.NAMESPACE \
+                or cls not in CRITICAL_CLASSES:
+            continue
+        covering = [q for q in quotas
+                    if any(e.get("scopeName") == "PriorityClass"
+                           and e.get("operator") == "In"
+                           and cls in e.get("values", [])
+                           for e in q["spec"].get("scopeSelector", {})
+                           .get("matchExpressions", []))
+                    and not q["spec"].get("scopes")]
+        name = f"{w['kind']} {w['metadata']['name']} (priorityClassName {cls})"
+        if not c.check(len(covering) == 1,
+                       f"{name}: {len(covering)} ResourceQuotas in "
+                       f"{m.NAMESPACE} have a PriorityClass In scope with "
+                       f"{cls}; GKE needs one"):
+            continue
+        # One pod per node: a count below any cluster's node count would
+        # leave nodes without the driver.
+        pods = covering[0]["spec"].get("hard", {}).get("pods")
+        c.check(pods is not None and quantity(pods) >= 100000,
+                f"{name}: ResourceQuota {covering[0]['metadata']['name']} "
+                f"hard pods {pods!r} is below 100000 (GKE's own quota "
+                "allows 1G)")
+
+
 def check_objects(objects, serve_flags, global_flags):
     c = m.Checker()
     check_csidriver(objects, c)
@@ -237,6 +292,7 @@ def check_objects(objects, serve_flags, global_flags):
     check_images(spec, c)
     check_other_workloads(objects, c)
     check_network_policies(objects, c)
+    check_namespace_admission(objects, c)
     for ct in spec["containers"]:
         res = ct.get("resources", {})
         c.check("requests" in res and "limits" in res,
@@ -305,6 +361,16 @@ def _set_arg(ct, flag, value):
     ct["args"].append(f"{flag}={value}")
 
 
+def _namespace(objs):
+    return [n for n in m.find(objs, "Namespace")
+            if n["metadata"]["name"] == m.NAMESPACE][0]
+
+
+def _quota_scope(objs):
+    quota = m.find(objs, "ResourceQuota")[0]
+    return quota["spec"]["scopeSelector"]["matchExpressions"][0]
+
+
 MUTATIONS = {
     "driver name": lambda o: m.find(o, "CSIDriver")[0]["metadata"].update(
         name="curve.example.com"),
@@ -333,6 +399,19 @@ MUTATIONS = {
                                       "/srv/kubelet"),
     "policy port": lambda o: m.find(o, "NetworkPolicy")[0]["spec"]["ingress"][0]
     ["ports"][0].update(port="metric"),
+    "psa enforce": lambda o: _namespace(o)["metadata"]["labels"].pop(
+        "pod-security.kubernetes.io/enforce"),
+    "psa baseline": lambda o: _namespace(o)["metadata"]["labels"].update(
+        {"pod-security.kubernetes.io/enforce": "baseline"}),
+    "psa warn": lambda o: _namespace(o)["metadata"]["labels"].pop(
+        "pod-security.kubernetes.io/warn"),
+    "quota class": lambda o: _quota_scope(o).update(
+        values=["system-cluster-critical"]),
+    "quota operator": lambda o: _quota_scope(o).update(operator="NotIn"),
+    "quota namespace": lambda o: m.find(o, "ResourceQuota")[0]["metadata"]
+    .update(namespace="default"),
+    "quota count": lambda o: m.find(o, "ResourceQuota")[0]["spec"]["hard"]
+    .update(pods="100"),
     "key mode": lambda o: m.volume(
         m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
         "master-key")["secret"].update(defaultMode=0o440, items=None),
@@ -354,7 +433,11 @@ def main():
         errors += driver_accepts_args(binary, _driver(objects)["args"])
     for name, mutate in MUTATIONS.items():
         broken = copy.deepcopy(objects)
-        mutate(broken)
+        try:
+            mutate(broken)
+        except (KeyError, IndexError) as e:  # what it breaks is gone already
+            errors.append(f"self-test: mutation {name!r} does not apply: {e!r}")
+            continue
         if not check_objects(broken, serve_flags, global_flags):
             errors.append(f"self-test: a broken manifest ({name}) passed")
     for e in errors:

@@ -377,10 +377,11 @@ def stop_all_controllers():
 
 # --------------------------------------------------------------------- main
 
-def _under_control_plane(needs_controller, node_images=None):
+def _under_control_plane(needs_controller, node_images=None, admission_config=None):
     """Re-runs this script under `scripts/controlplane run` with a fresh dir;
     with `node_images` (OCI archives, pause first) on a real node, in a
-    network and mount namespace of its own."""
+    network and mount namespace of its own; with `admission_config` (an
+    AdmissionConfiguration as a dict) passed to kube-apiserver."""
     if not os.environ.get("FCC_CONTROLLER"):
         default = os.path.join(REPO, "build", "src", "controller", "minicluster-controller")
         os.environ["FCC_CONTROLLER"] = default
@@ -395,6 +396,11 @@ def _under_control_plane(needs_controller, node_images=None):
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
     cmd = [CONTROLPLANE, "run", work, "--", sys.executable, *sys.argv]
     env = {**os.environ, "FCC_E2E_WORK": work}
+    if admission_config is not None:
+        path = os.path.join(work, "admission-config.json")
+        with open(path, "w") as f:
+            json.dump(admission_config, f, indent=1)
+        env["FCC_CP_ADMISSION_CONFIG"] = path
     if node_images is not None:
         cmd = ["unshare", "--net", "--mount", "--propagation", "private",
                CONTROLPLANE, "run", work, "--node", *cmd[3:]]
@@ -411,14 +417,17 @@ def _under_control_plane(needs_controller, node_images=None):
     return rc
 
 
-def main(tests, needs_controller=True, crd=True, node_images=None, setup=None):
+def main(tests, needs_controller=True, crd=True, node_images=None, setup=None,
+         admission_config=None):
     """Runs `tests` (functions taking the work dir) on a control plane;
     `crd`: apply the MiniCluster CRD first; `node_images`: a callable giving
     the OCI archives for a real node (pause first), called before the
-    cluster starts; `setup(work)`: run once before the tests."""
+    cluster starts; `setup(work)`: run once before the tests;
+    `admission_config`: an AdmissionConfiguration (dict) for kube-apiserver's
+    admission plugins, e.g. a managed cluster's PodSecurity defaults."""
     if "FCC_CP_DIR" not in os.environ:
         images = node_images() if node_images else None
-        sys.exit(_under_control_plane(needs_controller, images))
+        sys.exit(_under_control_plane(needs_controller, images, admission_config))
     work = os.environ.get("FCC_E2E_WORK") or os.environ["FCC_CP_DIR"]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     only = sys.argv[1:]

@@ -3,7 +3,9 @@
 --dry-run=server` on the real API server (issue 5, item 4): schema, CEL
 rules, admission (e.g. privileged pods) and RBAC object validation, without
 storing anything. examples/kueue needs Kueue's CRDs: they come from Kueue's
-module zip (`go mod download sigs.k8s.io/kueue@KUEUE_VERSION`).
+module zip (`go mod download sigs.k8s.io/kueue@KUEUE_VERSION`). The CRD's
+short name and category resolve to our MiniClusters next to flux-operator's
+(issue 16, item 4).
 
   test/e2e/manifests_dry_run_test.py [TEST...]   (GO=path/to/go)
 """
@@ -16,8 +18,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_lib import (REPO, check, check_eq, install_crd, items, kubectl, log,  # noqa: E402
-                     main, wait_for)
+from e2e_lib import (REPO, apply, check, check_eq, create_namespace, install_crd,  # noqa: E402
+                     items, kubectl, log, main, minicluster, wait_for)
 
 KUEUE_VERSION = "v0.17.0"
 NAMESPACE = "flux-curve-csi"
@@ -60,7 +62,7 @@ def test_deploy(work):
     kinds = {ln.split("/")[0].split(".")[0] for ln in lines}
     for kind in ("customresourcedefinition", "csidriver", "daemonset", "deployment",
                  "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding",
-                 "networkpolicy"):
+                 "networkpolicy", "resourcequota"):
         check(kind in kinds, f"deploy/ render has no {kind}: {kinds}")
     check("validatingadmissionpolicy" not in kinds,
           f"deploy/ render has the opt-in admission policy: {kinds}")
@@ -84,6 +86,59 @@ def test_deploy(work):
              "ValidatingAdmissionPolicies after dry run")
 
 
+# flux-operator's CRD as it names itself (config/crd/bases/
+# flux-framework.org_miniclusters.yaml: same kind and plural as ours, no
+# shortNames, no categories); its schema does not matter here.
+FLUX_OPERATOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "miniclusters.flux-framework.org"},
+    "spec": {"group": "flux-framework.org", "scope": "Namespaced",
+             "names": {"kind": "MiniCluster", "listKind": "MiniClusterList",
+                       "plural": "miniclusters", "singular": "minicluster"},
+             "versions": [{"name": "v1alpha2", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_crd_names(work):
+    """`kubectl get <short name>` and `kubectl get <category>` list only our
+    MiniClusters, also with flux-operator's CRD installed beside ours."""
+    install_crd()
+    crd = json.loads(kubectl("get", "crd", "miniclusters.minicluster.dev", "-o", "json").stdout)
+    names = crd["spec"]["names"]
+    short, categories = names.get("shortNames", []), names.get("categories", [])
+    check(short and categories, f"our CRD has no short names or no category: {names}")
+    apply(FLUX_OPERATOR_CRD)
+    kubectl("wait", "--for=condition=Established", "crd/miniclusters.flux-framework.org",
+            "--timeout=60s", timeout=90)
+    ns = "crd-names"
+    create_namespace(ns)
+    apply(minicluster("ours", ns))
+    apply({"apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+           "metadata": {"name": "theirs", "namespace": ns}, "spec": {"size": 1}})
+    calls = iter(range(1000))
+
+    def listed(resource):
+        # A fresh discovery cache each time: kubectl must resolve the name
+        # from what the server serves now, not from an older cache.
+        cache = os.path.join(work, f"kubectl-cache-{next(calls)}")
+        r = kubectl("get", resource, "-n", ns, "-o", "name", f"--cache-dir={cache}")
+        return sorted(r.stdout.split())
+
+    ours, theirs = ["minicluster.minicluster.dev/ours"], ["minicluster.flux-framework.org/theirs"]
+    check_eq(listed("miniclusters.minicluster.dev"), ours, "kubectl get miniclusters.minicluster.dev")
+    check_eq(listed("miniclusters.flux-framework.org"), theirs,
+             "kubectl get miniclusters.flux-framework.org")
+    for name in short + categories:
+        check_eq(listed(name), ours, f"kubectl get {name} (flux-operator's CRD installed too)")
+    # The bare plural is what the full name, short name and category avoid:
+    # kubectl picks one of the two groups by discovery order.
+    log(f"kubectl get miniclusters resolves to {listed('miniclusters')}; "
+        f"short names {short}, categories {categories} resolve to ours")
+    kubectl("delete", "namespace", ns, "--wait=false")
+    kubectl("delete", "crd", "miniclusters.flux-framework.org")
+
+
 def test_examples(work):
     install_crd()  # MiniClusters need the CRD stored for real
     for f in manifests("examples"):
@@ -91,7 +146,7 @@ def test_examples(work):
             continue
         dry_run(os.path.relpath(f, REPO), "-f", f)
         log(f"{os.path.relpath(f, REPO)} passes")
-    check_eq(items("miniclusters", "default"), [], "MiniClusters after dry run")
+    check_eq(items("miniclusters.minicluster.dev", "default"), [], "MiniClusters after dry run")
 
     kueue = os.path.join(REPO, "examples", "kueue")
     rendered = kubectl("kustomize", kueue).stdout
@@ -120,4 +175,4 @@ def test_examples(work):
 
 
 if __name__ == "__main__":
-    main([test_deploy, test_examples], needs_controller=False, crd=False)
+    main([test_deploy, test_crd_names, test_examples], needs_controller=False, crd=False)

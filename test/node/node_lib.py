@@ -174,7 +174,7 @@ def install(work):
     with open(key, "wb") as f:
         f.write(os.urandom(64))
     os.chmod(key, 0o400)
-    kubectl("create", "namespace", NAMESPACE)
+    kubectl("apply", "-f", os.path.join(REPO, "deploy", "daemonset", "namespace.yaml"))
     kubectl("-n", NAMESPACE, "create", "secret", "generic", "flux-curve-csi-master-key",
             f"--from-file=master.key={key}")
     deploy = os.path.join(work, "deploy")
