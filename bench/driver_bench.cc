@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/names.h"
 #include "csi_client.h"
 #include "driver_process.h"
 #include "mount_env.h"
@@ -65,7 +66,6 @@ struct Args {
 // The floor uses plain mount(2) + remount, as issue 7 defines it; the driver
 // builds the same tmpfs detached (fsopen/fsmount/move_mount, crash-atomic),
 // which costs a few more syscalls per publish.
-constexpr char kMountSource[] = "curve.minicluster.dev";
 constexpr unsigned long kTmpfsFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 constexpr uid_t kOwnerUid = 1000;
 constexpr gid_t kOwnerGid = 1000;
@@ -149,7 +149,7 @@ std::string Errno(const char* what, const std::string& path) {
 // The floor: what publishing costs the kernel, with nothing around it.
 std::string FloorPublish(const std::string& target, const std::string& cert) {
   if (mkdir(target.c_str(), 0750) != 0) return Errno("mkdir", target);
-  if (mount(kMountSource, target.c_str(), "tmpfs", kTmpfsFlags,
+  if (mount(fcc::common::kDriverName, target.c_str(), "tmpfs", kTmpfsFlags,
             kTmpfsOptions.c_str()) != 0) {
     return Errno("mount", target);
   }
@@ -163,7 +163,7 @@ std::string FloorPublish(const std::string& target, const std::string& cert) {
                   fchmod(fd, 0400) == 0;
   close(fd);
   if (!ok) return Errno("write/fchown/fchmod", file);
-  if (mount(kMountSource, target.c_str(), "tmpfs",
+  if (mount(fcc::common::kDriverName, target.c_str(), "tmpfs",
             MS_REMOUNT | MS_RDONLY | kTmpfsFlags, kTmpfsOptions.c_str()) != 0) {
     return Errno("remount", target);
   }
@@ -204,7 +204,7 @@ std::string FloorApiPublish(const std::string& target,
   const auto config = [&](const char* key, const char* value) {
     return fsconfig(ctx, FSCONFIG_SET_STRING, key, value, 0) == 0;
   };
-  if (!config("source", kMountSource) || !config("size", "16384") ||
+  if (!config("source", fcc::common::kDriverName) || !config("size", "16384") ||
       !config("nr_inodes", "8") || !config("mode", "0500") ||
       !config("uid", "1000") || !config("gid", "1000") ||
       fsconfig(ctx, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
