@@ -18,6 +18,16 @@ bool IsLabelShaped(std::string_view name) {
          });
 }
 
+bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
+
+// The name part of a qualified name, and a non-empty label value.
+bool IsQualifiedNamePart(std::string_view name) {
+  return !name.empty() && name.size() <= 63 && IsAlnum(name.front()) &&
+         IsAlnum(name.back()) && std::ranges::all_of(name, [](char c) {
+           return IsAlnum(c) || c == '-' || c == '_' || c == '.';
+         });
+}
+
 }  // namespace
 
 bool IsDns1123Label(std::string_view name) {
@@ -36,6 +46,17 @@ bool IsDns1123Subdomain(std::string_view name) {
 
 bool IsDns1035Label(std::string_view name) {
   return IsDns1123Label(name) && name.front() >= 'a' && name.front() <= 'z';
+}
+
+bool IsQualifiedName(std::string_view key) {
+  const size_t slash = key.find('/');
+  if (slash == std::string_view::npos) return IsQualifiedNamePart(key);
+  return IsDns1123Subdomain(key.substr(0, slash)) &&
+         IsQualifiedNamePart(key.substr(slash + 1));
+}
+
+bool IsLabelValue(std::string_view value) {
+  return value.empty() || IsQualifiedNamePart(value);
 }
 
 }  // namespace fcc::common

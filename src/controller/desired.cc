@@ -7,10 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kConfigVolume[] = "flux-config";
-constexpr char kCurveVolume[] = "curve";
-constexpr char kRunVolume[] = "flux-run";
-
 json BaseMetadata(const MiniCluster& mc, const std::string& name) {
   return json{{"name", name},
               {"namespace", mc.namespace_name},
@@ -57,6 +53,18 @@ json JobMetadata(const MiniCluster& mc) {
   return metadata;
 }
 
+// The controller's mounts, then the MiniCluster's (validated not to clash).
+json VolumeMounts(const MiniCluster& mc, const DesiredOptions& opts) {
+  json mounts = json::array(
+      {{{"name", kCurveVolume},
+        {"mountPath", opts.curve_mount_path},
+        {"readOnly", true}},
+       {{"name", kConfigVolume}, {"mountPath", opts.config_mount_path}},
+       {{"name", kRunVolume}, {"mountPath", opts.run_mount_path}}});
+  for (const auto& mount : mc.spec.volume_mounts) mounts.push_back(mount);
+  return mounts;
+}
+
 json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
   json container{
       {"name", kBrokerContainerName},
@@ -69,13 +77,7 @@ json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
                               {"protocol", "TCP"}}})},
       {"env", ContainerEnv(mc, opts)},
       {"readinessProbe", BrokerReadinessProbe()},
-      {"volumeMounts",
-       json::array(
-           {{{"name", kCurveVolume},
-             {"mountPath", opts.curve_mount_path},
-             {"readOnly", true}},
-            {{"name", kConfigVolume}, {"mountPath", opts.config_mount_path}},
-            {{"name", kRunVolume}, {"mountPath", opts.run_mount_path}}})}};
+      {"volumeMounts", VolumeMounts(mc, opts)}};
   if (mc.spec.command) container["args"] = *mc.spec.command;
   if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
   return container;
@@ -91,16 +93,46 @@ json CsiVolumeSource(const MiniCluster& mc) {
                 {"owner", mc.spec.flux_user.OwnerAttribute()}}}};
 }
 
+json Volumes(const MiniCluster& mc) {
+  json volumes =
+      json::array({{{"name", kCurveVolume}, {"csi", CsiVolumeSource(mc)}},
+                   {{"name", kConfigVolume}, {"emptyDir", json::object()}},
+                   {{"name", kRunVolume}, {"emptyDir", json::object()}}});
+  for (const auto& volume : mc.spec.pod.volumes) volumes.push_back(volume);
+  return volumes;
+}
+
+// Only the fields the MiniCluster sets: the API server drops empty ones, so
+// the Job as stored matches what `render` prints.
+void AddPodFields(const PodFields& pod, json& spec) {
+  if (!pod.node_selector.empty()) spec["nodeSelector"] = pod.node_selector;
+  if (!pod.tolerations.empty()) spec["tolerations"] = pod.tolerations;
+  if (!pod.affinity.empty()) spec["affinity"] = pod.affinity;
+  if (!pod.service_account_name.empty()) {
+    spec["serviceAccountName"] = pod.service_account_name;
+  }
+}
+
 json PodSpec(const MiniCluster& mc, const DesiredOptions& opts) {
-  return json{
-      {"subdomain", ServiceName(mc)},
-      {"restartPolicy", "Never"},
-      {"securityContext", PodSecurityContext(mc.spec.flux_user)},
-      {"containers", json::array({BrokerContainer(mc, opts)})},
-      {"volumes",
-       json::array({{{"name", kCurveVolume}, {"csi", CsiVolumeSource(mc)}},
-                    {{"name", kConfigVolume}, {"emptyDir", json::object()}},
-                    {{"name", kRunVolume}, {"emptyDir", json::object()}}})}};
+  json spec{{"subdomain", ServiceName(mc)},
+            {"restartPolicy", "Never"},
+            {"securityContext", PodSecurityContext(mc.spec.flux_user)},
+            {"containers", json::array({BrokerContainer(mc, opts)})},
+            {"volumes", Volumes(mc)}};
+  AddPodFields(mc.spec.pod, spec);
+  return spec;
+}
+
+// The MiniCluster's pod labels and annotations with the controller's
+// labels, which validation keeps them from overriding.
+json PodMetadata(const MiniCluster& mc) {
+  json labels = mc.spec.pod.labels;
+  labels.update(CommonLabels(mc));
+  json metadata{{"labels", std::move(labels)}};
+  if (!mc.spec.pod.annotations.empty()) {
+    metadata["annotations"] = mc.spec.pod.annotations;
+  }
+  return metadata;
 }
 
 }  // namespace
@@ -129,9 +161,9 @@ json OwnerReference(const MiniCluster& mc) {
 }
 
 json CommonLabels(const MiniCluster& mc) {
-  return json{{"app.kubernetes.io/name", "minicluster"},
-              {"app.kubernetes.io/instance", mc.name},
-              {"app.kubernetes.io/managed-by", kManagedByValue},
+  return json{{kAppNameLabel, "minicluster"},
+              {kAppInstanceLabel, mc.name},
+              {kManagedByLabel, kManagedByValue},
               {kNameLabel, mc.name}};
 }
 
@@ -192,26 +224,26 @@ json DesiredService(const MiniCluster& mc, const DesiredOptions& opts) {
 }
 
 json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
-  return json{{"apiVersion", "batch/v1"},
-              {"kind", "Job"},
-              {"metadata", JobMetadata(mc)},
-              {"spec",
-               {{"completionMode", "Indexed"},
-                {"completions", mc.spec.size},
-                {"parallelism", mc.spec.size},
-                // Always created suspended: Kueue (queued) or the controller
-                // (unqueued) starts it.
-                {"suspend", true},
-                // A broker that fails cannot rejoin a running instance, so one
-                // failure fails the Job instead of retrying a lone pod forever.
-                {"backoffLimit", 0},
-                // The instance is done when rank 0 (index 0) succeeds; the Job
-                // completes and frees its quota even if followers linger.
-                {"successPolicy",
-                 {{"rules", json::array({{{"succeededIndexes", "0"}}})}}},
-                {"template",
-                 {{"metadata", {{"labels", CommonLabels(mc)}}},
-                  {"spec", PodSpec(mc, opts)}}}}}};
+  return json{
+      {"apiVersion", "batch/v1"},
+      {"kind", "Job"},
+      {"metadata", JobMetadata(mc)},
+      {"spec",
+       {{"completionMode", "Indexed"},
+        {"completions", mc.spec.size},
+        {"parallelism", mc.spec.size},
+        // Always created suspended: Kueue (queued) or the controller
+        // (unqueued) starts it.
+        {"suspend", true},
+        // A broker that fails cannot rejoin a running instance, so one
+        // failure fails the Job instead of retrying a lone pod forever.
+        {"backoffLimit", 0},
+        // The instance is done when rank 0 (index 0) succeeds; the Job
+        // completes and frees its quota even if followers linger.
+        {"successPolicy",
+         {{"rules", json::array({{{"succeededIndexes", "0"}}})}}},
+        {"template",
+         {{"metadata", PodMetadata(mc)}, {"spec", PodSpec(mc, opts)}}}}}};
 }
 
 json JobApplyBody(const MiniCluster& mc) {

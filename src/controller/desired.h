@@ -11,7 +11,6 @@
 
 namespace fcc::controller {
 
-inline constexpr char kNameLabel[] = "minicluster.dev/name";
 inline constexpr char kManagedByValue[] = "minicluster-controller";
 inline constexpr char kBrokerContainerName[] = "flux-broker";
 
@@ -19,15 +18,15 @@ inline constexpr char kBrokerContainerName[] = "flux-broker";
 struct DesiredOptions {
   std::string cluster_domain = "cluster.local";
   // Where the CSI volume (and so curve.cert) is mounted in every pod.
-  std::string curve_mount_path = "/etc/flux/curve";
+  std::string curve_mount_path = kCurveMountPath;
   // A writable emptyDir the start script writes the broker config into.
-  std::string config_mount_path = "/etc/flux/minicluster";
+  std::string config_mount_path = kConfigMountPath;
   // A writable emptyDir over /run. The start script makes run/flux in it as
   // the broker's user (flux-core refuses a socket directory its instance
   // owner does not own) and the broker listens on run/flux/local: where the
   // flux CLI looks with no FLUX_URI at all (the system instance's default),
   // so `kubectl exec POD -- flux ...` just works.
-  std::string run_mount_path = "/run";
+  std::string run_mount_path = kRunMountPath;
 };
 
 // local:///run/flux/local: the broker's local URI, also set as FLUX_URI in

@@ -1,6 +1,8 @@
 #include "controller/minicluster.h"
 
+#include <array>
 #include <regex>
+#include <set>
 #include <string_view>
 
 #include "common/names.h"
@@ -165,6 +167,303 @@ void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
   }
 }
 
+// --- The pod template's own fields (PodFields, spec.volumeMounts).
+
+std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// labels, annotations, nodeSelector: a mapping of strings with valid keys.
+void ReadStringMap(const json& spec, const std::string& field,
+                   std::map<std::string, std::string>& out, Errors& errors) {
+  auto it = spec.find(field);
+  if (it == spec.end() || it->is_null()) return;
+  if (!it->is_object()) {
+    errors.push_back("spec." + field + ": must be a mapping of strings");
+    return;
+  }
+  for (const auto& [key, value] : it->items()) {
+    const std::string where = "spec." + field + "[" + Quoted(key) + "]";
+    if (!common::IsQualifiedName(key)) {
+      errors.push_back(where +
+                       ": not a valid key; use [prefix/]name, the name at "
+                       "most 63 letters, digits, '-', '_' or '.'");
+    } else if (!value.is_string()) {
+      errors.push_back(where + ": must be a string, got " + value.dump() +
+                       " (quote it)");
+    } else {
+      out[key] = value.get<std::string>();
+    }
+  }
+}
+
+bool HasPrefix(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// Labels the Job controller sets on every pod, and its legacy ones.
+bool IsJobControllerKey(std::string_view key) {
+  return HasPrefix(key, "batch.kubernetes.io/") || key == "job-name" ||
+         key == "controller-uid";
+}
+
+// Why a pod label key is not the MiniCluster's to set; empty if it is.
+std::string OwnedPodLabel(const std::string& key) {
+  if (HasPrefix(key, kOwnPrefix) || key == kAppNameLabel ||
+      key == kAppInstanceLabel || key == kManagedByLabel) {
+    return "set by the controller on every broker pod (the Service selects "
+           "them by it); choose another key";
+  }
+  if (IsJobControllerKey(key)) {
+    return "set by the Job controller on every pod; choose another key";
+  }
+  if (key == kQueueNameLabel || key == kPriorityClassLabel ||
+      key == kMaxExecTimeLabel) {
+    return "Kueue reads it from the Job, where the controller copies it from "
+           "the MiniCluster: set it in metadata.labels instead";
+  }
+  return "";
+}
+
+void ReadPodMetadata(const json& spec, PodFields& pod, Errors& errors) {
+  ReadStringMap(spec, "podLabels", pod.labels, errors);
+  for (const auto& [key, value] : pod.labels) {
+    const std::string where = "spec.podLabels[" + Quoted(key) + "]: ";
+    if (std::string why = OwnedPodLabel(key); !why.empty()) {
+      errors.push_back(where + why);
+    } else if (!common::IsLabelValue(value)) {
+      errors.push_back(where +
+                       "the value must be empty or at most 63 letters, "
+                       "digits, '-', '_' or '.', beginning and ending with a "
+                       "letter or digit, got " +
+                       Quoted(value));
+    }
+  }
+  ReadStringMap(spec, "podAnnotations", pod.annotations, errors);
+  for (const auto& [key, value] : pod.annotations) {
+    if (HasPrefix(key, kOwnPrefix) || IsJobControllerKey(key)) {
+      errors.push_back("spec.podAnnotations[" + Quoted(key) +
+                       "]: the minicluster.dev/ and batch.kubernetes.io/ "
+                       "prefixes belong to the controller and the Job "
+                       "controller; choose another key");
+    }
+  }
+}
+
+void ReadNodeSelector(const json& spec, PodFields& pod, Errors& errors) {
+  ReadStringMap(spec, "nodeSelector", pod.node_selector, errors);
+  for (const auto& [key, value] : pod.node_selector) {
+    if (!common::IsLabelValue(value)) {
+      errors.push_back("spec.nodeSelector[" + Quoted(key) +
+                       "]: must be a node label value (at most 63 letters, "
+                       "digits, '-', '_' or '.'), got " +
+                       Quoted(value));
+    }
+  }
+}
+
+// The checks the API server makes of a Toleration, so a bad one is reported
+// on the MiniCluster instead of failing the Job's creation.
+void CheckToleration(const json& t, const std::string& where, Errors& errors) {
+  static const std::set<std::string> kOperators{"", "Exists", "Equal"};
+  static const std::set<std::string> kEffects{"", "NoSchedule",
+                                              "PreferNoSchedule", "NoExecute"};
+  const std::string& op = StringAt(t, "operator");
+  const std::string& effect = StringAt(t, "effect");
+  if (!kOperators.contains(op)) {
+    errors.push_back(where + ".operator: must be Exists or Equal, got " +
+                     Quoted(op));
+  }
+  if (!kEffects.contains(effect)) {
+    errors.push_back(where +
+                     ".effect: must be NoSchedule, PreferNoSchedule or "
+                     "NoExecute, got " +
+                     Quoted(effect));
+  }
+  if (op == "Exists" && !StringAt(t, "value").empty()) {
+    errors.push_back(where + ".value: must be empty when operator is Exists");
+  }
+  if (StringAt(t, "key").empty() && op != "Exists") {
+    errors.push_back(where +
+                     ".operator: must be Exists when key is empty (a "
+                     "toleration of every taint)");
+  }
+}
+
+void ReadScheduling(const json& spec, PodFields& pod, Errors& errors) {
+  ReadNodeSelector(spec, pod, errors);
+  pod.tolerations = spec.value("tolerations", json::array());
+  if (!pod.tolerations.is_array()) {
+    errors.push_back(
+        "spec.tolerations: must be a list of core/v1 Tolerations ({key, "
+        "operator, value, effect})");
+  } else {
+    for (size_t i = 0; i < pod.tolerations.size(); ++i) {
+      const std::string where = "spec.tolerations[" + std::to_string(i) + "]";
+      const json& t = pod.tolerations[i];
+      if (!t.is_object()) {
+        errors.push_back(where + ": must be a mapping {key, operator, ...}");
+      } else {
+        CheckToleration(t, where, errors);
+      }
+    }
+  }
+  pod.affinity = spec.value("affinity", json::object());
+  if (!pod.affinity.is_object()) {
+    errors.push_back(
+        "spec.affinity: must be a core/v1 Affinity mapping (nodeAffinity, "
+        "podAffinity, podAntiAffinity)");
+  }
+}
+
+void ReadServiceAccount(const json& spec, PodFields& pod, Errors& errors) {
+  auto it = spec.find("serviceAccountName");
+  if (it == spec.end() || it->is_null()) return;
+  if (!it->is_string() || !common::IsDns1123Subdomain(it->get<std::string>())) {
+    errors.push_back(
+        "spec.serviceAccountName: must be the name of a ServiceAccount in "
+        "the MiniCluster's namespace (a DNS-1123 subdomain), got " +
+        it->dump());
+    return;
+  }
+  pod.service_account_name = it->get<std::string>();
+}
+
+bool IsOwnedVolume(const std::string& name) {
+  return name == kCurveVolume || name == kConfigVolume || name == kRunVolume;
+}
+
+void CheckVolume(const json& volume, const std::string& where,
+                 std::set<std::string>& names, Errors& errors) {
+  const std::string name = StringAt(volume, "name");
+  if (!common::IsDns1123Label(name)) {
+    errors.push_back(where +
+                     ".name: must be a DNS-1123 label (lowercase letters, "
+                     "digits and '-'), got " +
+                     Quoted(name));
+  } else if (IsOwnedVolume(name)) {
+    errors.push_back(where + ".name: " + Quoted(name) +
+                     " is the controller's volume (curve, flux-config and "
+                     "flux-run hold the cert, the broker config and the "
+                     "broker's socket); choose another name");
+  } else if (!names.insert(name).second) {
+    errors.push_back(where + ".name: " + Quoted(name) +
+                     " is used twice; volume names must be unique");
+  }
+  if (StringAt(FieldAt(volume, "csi"), "driver") == common::kDriverName) {
+    errors.push_back(where +
+                     ".csi.driver: the controller makes the one "
+                     "curve.minicluster.dev volume itself (the cert is at " +
+                     kCurveMountPath +
+                     "/curve.cert in every broker); remove this volume");
+  }
+}
+
+void ReadVolumes(const json& spec, PodFields& pod, Errors& errors) {
+  pod.volumes = spec.value("volumes", json::array());
+  if (!pod.volumes.is_array()) {
+    errors.push_back(
+        "spec.volumes: must be a list of core/v1 Volumes ({name, <source>})");
+    pod.volumes = json::array();
+    return;
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < pod.volumes.size(); ++i) {
+    const std::string where = "spec.volumes[" + std::to_string(i) + "]";
+    if (!pod.volumes[i].is_object()) {
+      errors.push_back(where + ": must be a mapping {name, <source>}");
+    } else {
+      CheckVolume(pod.volumes[i], where, names, errors);
+    }
+  }
+}
+
+// "/a//b/" -> "/a/b"; nullopt if not absolute or with a "." or ".." part.
+std::optional<std::string> NormalPath(std::string_view path) {
+  if (path.empty() || path.front() != '/') return std::nullopt;
+  std::string normal;
+  while (!path.empty()) {
+    path.remove_prefix(std::min(path.find_first_not_of('/'), path.size()));
+    const std::string_view part = path.substr(0, path.find('/'));
+    if (part == "." || part == "..") return std::nullopt;
+    if (!part.empty()) normal += "/" + std::string(part);
+    path.remove_prefix(part.size());
+  }
+  return normal.empty() ? "/" : normal;
+}
+
+// Why a mount path is not the MiniCluster's to use; empty if it is.
+std::string OwnedMountPath(const std::string& path) {
+  static const std::array<std::pair<const char*, const char*>, 3> kOwned{{
+      {kCurveMountPath, "the curve cert"},
+      {kConfigMountPath, "the broker config"},
+      {kRunMountPath, "the broker's socket"},
+  }};
+  for (const auto& [root, what] : kOwned) {
+    if (path == root || HasPrefix(path, std::string(root) + "/")) {
+      return std::string("is at or under ") + root +
+             ", where the controller mounts " + what + "; mount elsewhere";
+    }
+  }
+  return "";
+}
+
+void CheckVolumeMount(const json& mount, const std::string& where,
+                      const std::set<std::string>& volumes,
+                      std::set<std::string>& paths, Errors& errors) {
+  const std::string name = StringAt(mount, "name");
+  if (IsOwnedVolume(name)) {
+    errors.push_back(where + ".name: " + Quoted(name) +
+                     " is the controller's volume, already mounted; mount "
+                     "one of spec.volumes");
+  } else if (!volumes.contains(name)) {
+    errors.push_back(where + ".name: no volume " + Quoted(name) +
+                     " in spec.volumes; add it there");
+  }
+  const std::string& path = StringAt(mount, "mountPath");
+  const auto normal = NormalPath(path);
+  if (!normal) {
+    errors.push_back(where +
+                     ".mountPath: must be an absolute path without . or .. "
+                     "parts, got " +
+                     Quoted(path));
+  } else if (std::string why = OwnedMountPath(*normal); !why.empty()) {
+    errors.push_back(where + ".mountPath: " + Quoted(path) + " " + why);
+  } else if (!paths.insert(*normal).second) {
+    errors.push_back(where + ".mountPath: " + Quoted(path) +
+                     " is used twice; mount paths must be unique");
+  }
+}
+
+void ReadVolumeMounts(const json& spec, MiniClusterSpec& s, Errors& errors) {
+  s.volume_mounts = spec.value("volumeMounts", json::array());
+  if (!s.volume_mounts.is_array()) {
+    errors.push_back(
+        "spec.volumeMounts: must be a list of core/v1 VolumeMounts ({name, "
+        "mountPath})");
+    s.volume_mounts = json::array();
+    return;
+  }
+  std::set<std::string> volumes, paths;
+  for (const auto& volume : s.pod.volumes) {
+    volumes.insert(StringAt(volume, "name"));
+  }
+  for (size_t i = 0; i < s.volume_mounts.size(); ++i) {
+    const std::string where = "spec.volumeMounts[" + std::to_string(i) + "]";
+    if (!s.volume_mounts[i].is_object()) {
+      errors.push_back(where + ": must be a mapping {name, mountPath}");
+    } else {
+      CheckVolumeMount(s.volume_mounts[i], where, volumes, paths, errors);
+    }
+  }
+}
+
+void ReadPodFields(const json& spec, MiniClusterSpec& s, Errors& errors) {
+  ReadPodMetadata(spec, s.pod, errors);
+  ReadScheduling(spec, s.pod, errors);
+  ReadServiceAccount(spec, s.pod, errors);
+  ReadVolumes(spec, s.pod, errors);
+  ReadVolumeMounts(spec, s, errors);
+}
+
 void CheckName(const MiniCluster& mc, Errors& errors) {
   const int32_t size = mc.spec.size;
   if (!common::IsDns1035Label(mc.name)) {
@@ -229,6 +528,7 @@ ParseResult ParseMiniCluster(const json& object) {
   ReadPassThrough(fields, mc.spec, errors);
   ReadFluxUser(fields, mc.spec, errors);
   ReadBrokerSettings(fields, mc.spec, errors);
+  ReadPodFields(fields, mc.spec, errors);
   CheckName(mc, errors);
   result.minicluster = std::move(mc);
   return result;

@@ -24,6 +24,22 @@ inline constexpr char kPriorityClassLabel[] = "kueue.x-k8s.io/priority-class";
 inline constexpr char kMaxExecTimeLabel[] =
     "kueue.x-k8s.io/max-exec-time-seconds";
 
+// What the controller puts into every pod template itself. A MiniCluster's
+// own pod fields (podLabels, volumes, volumeMounts, ...) may not name these:
+// the curve cert, the broker config and the broker's socket depend on them.
+inline constexpr char kNameLabel[] = "minicluster.dev/name";
+inline constexpr char kAppNameLabel[] = "app.kubernetes.io/name";
+inline constexpr char kAppInstanceLabel[] = "app.kubernetes.io/instance";
+inline constexpr char kManagedByLabel[] = "app.kubernetes.io/managed-by";
+// The project's prefix: labels and annotations under it are the controller's.
+inline constexpr char kOwnPrefix[] = "minicluster.dev/";
+inline constexpr char kCurveVolume[] = "curve";
+inline constexpr char kConfigVolume[] = "flux-config";
+inline constexpr char kRunVolume[] = "flux-run";
+inline constexpr char kCurveMountPath[] = "/etc/flux/curve";
+inline constexpr char kConfigMountPath[] = "/etc/flux/minicluster";
+inline constexpr char kRunMountPath[] = "/run";
+
 inline constexpr int kDefaultBrokerPort = 8050;
 inline constexpr char kDefaultConnectTimeout[] = "5s";
 
@@ -38,6 +54,20 @@ struct FluxUser {
   std::string OwnerAttribute() const;
 };
 
+// The pod template's own fields a MiniCluster may set (spec.podLabels,
+// spec.nodeSelector, ...). Validated, then copied into the Job's pod
+// template at creation, next to what the controller sets itself.
+struct PodFields {
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> node_selector;
+  nlohmann::json tolerations = nlohmann::json::array();  // []core/v1 Toleration
+  nlohmann::json affinity = nlohmann::json::object();    // core/v1 Affinity
+  // Added after the controller's own volumes.
+  nlohmann::json volumes = nlohmann::json::array();  // []core/v1 Volume
+  std::string service_account_name;                  // "": the default
+};
+
 struct MiniClusterSpec {
   int32_t size = 1;
   std::string image;
@@ -47,10 +77,13 @@ struct MiniClusterSpec {
   std::optional<std::vector<std::string>> command;
   nlohmann::json resources;  // core/v1 ResourceRequirements, passed through
   nlohmann::json env;        // []core/v1 EnvVar, passed through
+  // Added to the broker container's own mounts; each names one of `volumes`.
+  nlohmann::json volume_mounts = nlohmann::json::array();  // []VolumeMount
   FluxUser flux_user;
   int32_t broker_port = kDefaultBrokerPort;
   bool suspend = false;
   std::string connect_timeout = kDefaultConnectTimeout;
+  PodFields pod;
 };
 
 struct MiniCluster {

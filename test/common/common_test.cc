@@ -64,6 +64,33 @@ TEST(Names, Dns1035Label) {
   EXPECT_FALSE(IsDns1035Label(std::string(64, 'a')));
 }
 
+TEST(Names, QualifiedName) {
+  EXPECT_TRUE(IsQualifiedName("team"));
+  EXPECT_TRUE(IsQualifiedName("Team_A.b-1"));
+  EXPECT_TRUE(IsQualifiedName("example.com/team"));
+  EXPECT_TRUE(IsQualifiedName("kueue.x-k8s.io/podset-required-topology"));
+  EXPECT_TRUE(IsQualifiedName(std::string(63, 'a')));
+  EXPECT_FALSE(IsQualifiedName(std::string(64, 'a')));
+  EXPECT_FALSE(IsQualifiedName(""));
+  EXPECT_FALSE(IsQualifiedName("/team"));
+  EXPECT_FALSE(IsQualifiedName("example.com/"));
+  EXPECT_FALSE(IsQualifiedName("Example.com/team"));
+  EXPECT_FALSE(IsQualifiedName("a/b/c"));
+  EXPECT_FALSE(IsQualifiedName("-team"));
+  EXPECT_FALSE(IsQualifiedName("team."));
+  EXPECT_FALSE(IsQualifiedName("te am"));
+}
+
+TEST(Names, LabelValue) {
+  EXPECT_TRUE(IsLabelValue(""));
+  EXPECT_TRUE(IsLabelValue("physics"));
+  EXPECT_TRUE(IsLabelValue("v1.2_rc-3"));
+  EXPECT_FALSE(IsLabelValue(std::string(64, 'a')));
+  EXPECT_FALSE(IsLabelValue("a/b"));
+  EXPECT_FALSE(IsLabelValue("-a"));
+  EXPECT_FALSE(IsLabelValue("a b"));
+}
+
 TEST(ParseHostPort, Forms) {
   auto any = ParseHostPort("--x", ":9810");
   ASSERT_TRUE(any) << any.error();

@@ -9,6 +9,7 @@ namespace {
 
 using nlohmann::json;
 using testing::MiniClusterObject;
+using testing::MiniClusterWithPodFields;
 
 MiniCluster Parse(const json& object) {
   ParseResult r = ParseMiniCluster(object);
@@ -188,6 +189,49 @@ TEST(DesiredJob, CopiesMaxExecTimeLabelForKueue) {
   object["metadata"]["labels"] = {{kMaxExecTimeLabel, "3600"}};
   const json job = DesiredJob(Parse(object), DesiredOptions{});
   EXPECT_EQ(job["metadata"]["labels"][kMaxExecTimeLabel], "3600");
+}
+
+TEST(DesiredJob, PodTemplateCarriesTheMiniClustersPodFields) {
+  const json spec = MiniClusterWithPodFields()["spec"];
+  const json job = DesiredJob(Parse(MiniClusterWithPodFields()), {});
+  const json& meta = job["spec"]["template"]["metadata"];
+  EXPECT_EQ(meta["labels"]["team"], "physics");
+  EXPECT_EQ(meta["labels"]["example.com/tier"], "batch");
+  EXPECT_EQ(meta["labels"]["minicluster.dev/name"], "demo");
+  EXPECT_EQ(meta["annotations"], spec["podAnnotations"]);
+  EXPECT_EQ(PodSpec(job)["nodeSelector"], spec["nodeSelector"]);
+  EXPECT_EQ(PodSpec(job)["tolerations"], spec["tolerations"]);
+  EXPECT_EQ(PodSpec(job)["affinity"], spec["affinity"]);
+  EXPECT_EQ(PodSpec(job)["serviceAccountName"], "flux-runner");
+  // The controller's volumes and mounts first, then the MiniCluster's.
+  const json& volumes = PodSpec(job)["volumes"];
+  ASSERT_EQ(volumes.size(), 5u);
+  EXPECT_EQ(volumes[0]["name"], "curve");
+  EXPECT_EQ(volumes[3], spec["volumes"][0]);
+  EXPECT_EQ(volumes[4], spec["volumes"][1]);
+  const json& mounts = Broker(job)["volumeMounts"];
+  ASSERT_EQ(mounts.size(), 5u);
+  EXPECT_EQ(mounts[0]["name"], "curve");
+  EXPECT_EQ(mounts[3], spec["volumeMounts"][0]);
+  EXPECT_EQ(mounts[4], spec["volumeMounts"][1]);
+  // Pod labels are the pods', not the Job's.
+  EXPECT_FALSE(job["metadata"]["labels"].contains("team"));
+}
+
+// Unset pod fields stay out of the template: Kueue merges a flavor's
+// nodeSelector and tolerations into what is there, and a default
+// ServiceAccount is the namespace's.
+TEST(DesiredJob, UnsetPodFieldsAreLeftOut) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), {});
+  for (const char* field :
+       {"nodeSelector", "tolerations", "affinity", "serviceAccountName"}) {
+    EXPECT_FALSE(PodSpec(job).contains(field)) << field;
+  }
+  EXPECT_FALSE(job["spec"]["template"]["metadata"].contains("annotations"));
+  EXPECT_EQ(job["spec"]["template"]["metadata"]["labels"],
+            CommonLabels(Parse(MiniClusterObject())));
+  EXPECT_EQ(PodSpec(job)["volumes"].size(), 3u);
+  EXPECT_EQ(Broker(job)["volumeMounts"].size(), 3u);
 }
 
 TEST(DesiredService, IsHeadlessAndPublishesNotReadyAddresses) {

@@ -9,6 +9,7 @@ namespace {
 
 using nlohmann::json;
 using testing::MiniClusterObject;
+using testing::MiniClusterWithPodFields;
 
 TEST(MiniClusterParse, ReadsSpecAndDefaults) {
   json object = MiniClusterObject();
@@ -46,6 +47,58 @@ TEST(MiniClusterParse, FluxUserOwnerIsUidOrUidGid) {
   EXPECT_EQ(
       ParseMiniCluster(object).minicluster->spec.flux_user.OwnerAttribute(),
       "1000:100");
+}
+
+TEST(MiniClusterParse, ReadsPodFields) {
+  ParseResult r = ParseMiniCluster(MiniClusterWithPodFields());
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  const MiniClusterSpec& spec = r.minicluster->spec;
+  EXPECT_EQ(spec.pod.labels,
+            (std::map<std::string, std::string>{
+                {"team", "physics"}, {"example.com/tier", "batch"}}));
+  EXPECT_EQ(spec.pod.annotations.at("kueue.x-k8s.io/podset-preferred-topology"),
+            "rack");
+  EXPECT_EQ(spec.pod.node_selector.at("disk"), "ssd");
+  EXPECT_EQ(spec.pod.tolerations[0]["key"], "gpu");
+  EXPECT_TRUE(spec.pod.affinity.contains("nodeAffinity"));
+  EXPECT_EQ(spec.pod.service_account_name, "flux-runner");
+  EXPECT_EQ(spec.pod.volumes.size(), 2u);
+  EXPECT_EQ(spec.volume_mounts[1]["mountPath"], "/run2/scratch");
+}
+
+TEST(MiniClusterParse, PodFieldsDefaultToNothing) {
+  ParseResult r = ParseMiniCluster(MiniClusterObject());
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  const MiniClusterSpec& spec = r.minicluster->spec;
+  EXPECT_TRUE(spec.pod.labels.empty());
+  EXPECT_TRUE(spec.pod.annotations.empty());
+  EXPECT_TRUE(spec.pod.node_selector.empty());
+  EXPECT_TRUE(spec.pod.tolerations.empty());
+  EXPECT_TRUE(spec.pod.affinity.empty());
+  EXPECT_TRUE(spec.pod.volumes.empty());
+  EXPECT_TRUE(spec.volume_mounts.empty());
+  EXPECT_EQ(spec.pod.service_account_name, "");
+}
+
+// Mount paths next to the controller's, but not at or under them.
+TEST(MiniClusterParse, MountPathsBesideTheControllersAreAllowed) {
+  json object = MiniClusterWithPodFields();
+  for (const char* path :
+       {"/etc/flux", "/etc/flux/curve2", "/runner", "/var/run/x"}) {
+    object["spec"]["volumeMounts"][0]["mountPath"] = path;
+    ParseResult r = ParseMiniCluster(object);
+    EXPECT_TRUE(r.ok()) << path << ": " << r.ErrorText();
+  }
+}
+
+TEST(MiniClusterParse, RejectsTwoMountsAtOnePath) {
+  json object = MiniClusterWithPodFields();
+  object["spec"]["volumeMounts"][1]["mountPath"] = "//data/";
+  ParseResult r = ParseMiniCluster(object);
+  EXPECT_NE(r.ErrorText().find(
+                "spec.volumeMounts[1].mountPath: \"//data/\" is used twice"),
+            std::string::npos)
+      << r.ErrorText();
 }
 
 struct BadSpec {
@@ -88,6 +141,115 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"fluxUser", {{"uid", -1}}, "spec.fluxUser.uid"},
         BadSpec{"suspend", "yes", "spec.suspend"},
         BadSpec{"connectTimeout", "5s; rm -rf /", "spec.connectTimeout"}));
+
+// Each refusal of a pod template field, and the words that say why.
+INSTANTIATE_TEST_SUITE_P(
+    BadPodFields, MiniClusterRejects,
+    ::testing::Values(
+        BadSpec{"podLabels", json::array(),
+                "spec.podLabels: must be a mapping"},
+        BadSpec{"podLabels", {{"team", 3}}, "[\"team\"]: must be a string"},
+        BadSpec{"podLabels", {{"bad key", "x"}}, "not a valid key"},
+        BadSpec{"podLabels", {{"team", "a b"}}, "the value must be empty or"},
+        BadSpec{"podLabels",
+                {{"minicluster.dev/name", "other"}},
+                "spec.podLabels[\"minicluster.dev/name\"]: set by the "
+                "controller"},
+        BadSpec{"podLabels",
+                {{"minicluster.dev/role", "x"}},
+                "[\"minicluster.dev/role\"]: set by the controller"},
+        BadSpec{"podLabels",
+                {{"app.kubernetes.io/managed-by", "me"}},
+                "set by the controller"},
+        BadSpec{"podLabels",
+                {{"batch.kubernetes.io/job-name", "x"}},
+                "set by the Job controller"},
+        BadSpec{"podLabels", {{"job-name", "x"}}, "set by the Job controller"},
+        BadSpec{"podLabels",
+                {{"kueue.x-k8s.io/queue-name", "q"}},
+                "set it in metadata.labels instead"},
+        BadSpec{"podAnnotations",
+                {{"minicluster.dev/x", "y"}},
+                "spec.podAnnotations[\"minicluster.dev/x\"]: the "
+                "minicluster.dev/ and batch.kubernetes.io/ prefixes"},
+        BadSpec{"podAnnotations",
+                {{"batch.kubernetes.io/job-completion-index", "0"}},
+                "spec.podAnnotations[\"batch.kubernetes.io/"},
+        BadSpec{"nodeSelector",
+                {{"disk", "fast ssd"}},
+                "spec.nodeSelector[\"disk\"]: must be a node label value"},
+        BadSpec{"tolerations",
+                {{"key", "gpu"}},
+                "spec.tolerations: must be a list"},
+        BadSpec{"tolerations",
+                json::array({{{"key", "gpu"}, {"operator", "Maybe"}}}),
+                "spec.tolerations[0].operator: must be Exists or Equal"},
+        BadSpec{"tolerations",
+                json::array({{{"key", "gpu"}, {"effect", "Never"}}}),
+                "spec.tolerations[0].effect: must be NoSchedule"},
+        BadSpec{"tolerations",
+                json::array(
+                    {{{"key", "gpu"}, {"operator", "Exists"}, {"value", "1"}}}),
+                "spec.tolerations[0].value: must be empty"},
+        BadSpec{"tolerations", json::array({{{"value", "1"}}}),
+                "spec.tolerations[0].operator: must be Exists when key is "
+                "empty"},
+        BadSpec{"affinity", json::array(), "spec.affinity: must be"},
+        BadSpec{"serviceAccountName", "Flux_Runner", "spec.serviceAccountName"},
+        BadSpec{"serviceAccountName", 7, "spec.serviceAccountName"},
+        BadSpec{"volumes", {{"name", "x"}}, "spec.volumes: must be a list"},
+        BadSpec{"volumes", json::array({{{"name", "Data"}}}),
+                "spec.volumes[0].name: must be a DNS-1123 label"},
+        BadSpec{
+            "volumes",
+            json::array({{{"name", "curve"}, {"emptyDir", json::object()}}}),
+            "spec.volumes[0].name: \"curve\" is the controller's volume"},
+        BadSpec{"volumes", json::array({{{"name", "flux-config"}}}),
+                "\"flux-config\" is the controller's volume"},
+        BadSpec{"volumes", json::array({{{"name", "flux-run"}}}),
+                "\"flux-run\" is the controller's volume"},
+        BadSpec{"volumes", json::array({{{"name", "a"}}, {{"name", "a"}}}),
+                "spec.volumes[1].name: \"a\" is used twice"},
+        BadSpec{"volumes",
+                json::array({{{"name", "cert"},
+                              {"csi", {{"driver", "curve.minicluster.dev"}}}}}),
+                "spec.volumes[0].csi.driver: the controller makes the one "
+                "curve.minicluster.dev volume itself"},
+        BadSpec{"volumeMounts",
+                {{"name", "x"}},
+                "spec.volumeMounts: must be a list"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "curve"}, {"mountPath", "/cert"}}}),
+                "spec.volumeMounts[0].name: \"curve\" is the controller's "
+                "volume"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "data"}, {"mountPath", "/data"}}}),
+                "spec.volumeMounts[0].name: no volume \"data\" in "
+                "spec.volumes"},
+        BadSpec{
+            "volumeMounts",
+            json::array({{{"name", "d"}, {"mountPath", "/etc/flux/curve"}}}),
+            "spec.volumeMounts[0].mountPath: \"/etc/flux/curve\" is at or "
+            "under /etc/flux/curve, where the controller mounts the curve "
+            "cert"},
+        BadSpec{
+            "volumeMounts",
+            json::array({{{"name", "d"}, {"mountPath", "//etc/flux/curve/"}}}),
+            "is at or under /etc/flux/curve"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "d"},
+                              {"mountPath", "/etc/flux/minicluster/config"}}}),
+                "is at or under /etc/flux/minicluster"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "d"}, {"mountPath", "/run/flux"}}}),
+                "is at or under /run, where the controller mounts the broker's "
+                "socket"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "d"}, {"mountPath", "data"}}}),
+                "spec.volumeMounts[0].mountPath: must be an absolute path"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "d"}, {"mountPath", "/data/../run"}}}),
+                "without . or .. parts"}));
 
 TEST(MiniClusterParse, RejectsNamesThatCannotNameAServiceOrHostname) {
   json object = MiniClusterObject();

@@ -10,6 +10,7 @@ namespace {
 
 using nlohmann::json;
 using testing::MiniClusterObject;
+using testing::MiniClusterWithPodFields;
 
 constexpr char kNow[] = "2026-01-02T03:04:05Z";
 const DesiredOptions kOptions;
@@ -141,6 +142,54 @@ TEST(PlanReconcile, AppliesJobMetadataWithoutSpecWhenOwnerLabelsDrift) {
   EXPECT_EQ(actions[0].kind, K::kApplyJob);
   EXPECT_EQ(actions[0].field_manager, kFieldManager);
   EXPECT_FALSE(actions[0].body.contains("spec"));
+}
+
+// What Kueue's admission does to a Job (sigs.k8s.io/kueue pkg/podset Merge,
+// called from the batch/Job integration's RunWithPodSetsInfo): the
+// flavor's nodeSelector and tolerations merged into the MiniCluster's, its
+// labels, annotations and scheduling gates added, the Job unsuspended.
+json AdmittedByKueue(json job) {
+  json& pod = job["spec"]["template"];
+  pod["spec"]["nodeSelector"]["cloud.example.com/flavor"] = "spot";
+  pod["spec"]["tolerations"].push_back(
+      {{"key", "spot"}, {"operator", "Exists"}, {"effect", "NoSchedule"}});
+  pod["metadata"]["labels"]["kueue.x-k8s.io/tas"] = "true";
+  pod["metadata"]["annotations"]["kueue.x-k8s.io/workload"] = "job-demo-1";
+  pod["spec"]["schedulingGates"] =
+      json::array({{{"name", "kueue.x-k8s.io/topology"}}});
+  job["spec"]["suspend"] = false;
+  return job;
+}
+
+// The MiniCluster's nodeSelector, tolerations, labels and annotations meet
+// Kueue's in one pod template. The controller writes that template once,
+// at creation: not after Kueue merged the flavor in, not after Kueue
+// restored it on preemption, and not when the user edits the MiniCluster.
+TEST(PlanReconcile, NeverRewritesThePodTemplateKueueMergesInto) {
+  json mc = MiniClusterWithPodFields();
+  mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  const json svc = StoredService(mc);
+  const json created = StoredJob(mc, true);  // also Kueue's restored one
+  const json admitted = AdmittedByKueue(created);
+  json edited = mc;
+  edited["metadata"]["generation"] = 4;
+  edited["spec"]["nodeSelector"] = {{"disk", "nvme"}};
+  edited["spec"]["tolerations"] = json::array();
+  edited["spec"]["podLabels"]["team"] = "chemistry";
+  for (const json& job : {created, admitted}) {
+    json trimmed = job;
+    TrimJobForCache(trimmed);
+    const json& cached = trimmed;  // as the Job cache holds it
+    for (const json* seen : {&job, &cached}) {
+      for (const json* minicluster : {&mc, &edited}) {
+        const auto actions =
+            PlanReconcile({minicluster, &svc, seen}, kOptions, kNow);
+        EXPECT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}))
+            << "suspend " << job["spec"]["suspend"] << ", trimmed "
+            << (seen == &cached) << ", edited " << (minicluster == &edited);
+      }
+    }
+  }
 }
 
 TEST(PlanReconcile, SteadyStateWritesNothing) {

@@ -17,6 +17,28 @@ inline nlohmann::json MiniClusterObject() {
   })");
 }
 
+// MiniClusterObject() with every pod template field a user may set.
+inline nlohmann::json MiniClusterWithPodFields() {
+  nlohmann::json object = MiniClusterObject();
+  object["spec"].update(nlohmann::json::parse(R"({
+    "podLabels": {"team": "physics", "example.com/tier": "batch"},
+    "podAnnotations": {"kueue.x-k8s.io/podset-preferred-topology": "rack"},
+    "nodeSelector": {"disk": "ssd"},
+    "tolerations": [{"key": "gpu", "operator": "Exists",
+                     "effect": "NoSchedule"}],
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+    "serviceAccountName": "flux-runner",
+    "volumes": [{"name": "data",
+                 "persistentVolumeClaim": {"claimName": "lammps-data"}},
+                {"name": "scratch", "emptyDir": {}}],
+    "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true},
+                     {"name": "scratch", "mountPath": "/run2/scratch"}]
+  })"));
+  return object;
+}
+
 }  // namespace fcc::controller::testing
 
 #endif  // FCC_TEST_CONTROLLER_TEST_OBJECTS_H_

@@ -61,6 +61,32 @@ TEST(Render, PrintsServiceThenJobFromTheDesiredCode) {
             "2");
 }
 
+TEST(Render, ShowsThePodTemplateFields) {
+  const std::string manifest = std::string(kManifest) + R"(
+  podLabels: {team: physics}
+  podAnnotations: {example.com/cost-center: hpc-42}
+  nodeSelector: {disk: ssd}
+  tolerations: [{key: dedicated, operator: Equal, value: hpc, effect: NoSchedule}]
+  affinity: {nodeAffinity: {}}
+  serviceAccountName: lammps-runner
+  volumes: [{name: data, persistentVolumeClaim: {claimName: lammps-data}}]
+  volumeMounts: [{name: data, mountPath: /data, readOnly: true}]
+)";
+  const json job = YamlToJson(RenderMiniCluster(manifest, DesiredOptions{}))[1];
+  const json& pod = job["spec"]["template"];
+  EXPECT_EQ(pod["metadata"]["labels"]["team"], "physics");
+  EXPECT_EQ(pod["metadata"]["annotations"]["example.com/cost-center"],
+            "hpc-42");
+  EXPECT_EQ(pod["spec"]["nodeSelector"]["disk"], "ssd");
+  EXPECT_EQ(pod["spec"]["tolerations"][0]["value"], "hpc");
+  EXPECT_EQ(pod["spec"]["affinity"], (json{{"nodeAffinity", json::object()}}));
+  EXPECT_EQ(pod["spec"]["serviceAccountName"], "lammps-runner");
+  EXPECT_EQ(pod["spec"]["volumes"][3]["persistentVolumeClaim"]["claimName"],
+            "lammps-data");
+  EXPECT_EQ(pod["spec"]["containers"][0]["volumeMounts"][3]["mountPath"],
+            "/data");
+}
+
 TEST(Render, RefusesAnInvalidManifestNamingTheField) {
   std::string bad = kManifest;
   bad.replace(bad.find("size: 2"), 7, "size: 0");

@@ -250,6 +250,182 @@ def test_lifecycle(work):
         mcs_w.stop()
 
 
+# Every pod template field of a MiniCluster (docs/controller.md, "Pod template fields").
+POD_FIELDS = {
+    "podLabels": {"team": "physics"},
+    "podAnnotations": {"example.com/cost-center": "hpc-42"},
+    "nodeSelector": {"disk": "ssd"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "hpc",
+                     "effect": "NoSchedule"}],
+    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                            "labelSelector": {"matchLabels": {"team": "physics"}}}}]}},
+    "serviceAccountName": "flux-runner",
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "lammps-data"}},
+                {"name": "scratch", "emptyDir": {}}],
+    "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True},
+                     {"name": "scratch", "mountPath": "/scratch"}],
+}
+# What Kueue's admission adds from a ResourceFlavor (pkg/podset Merge).
+FLAVOR_LABEL = {"cloud.example.com/flavor": "spot"}
+FLAVOR_TOLERATION = {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def check_pod_fields(pod, name, what):
+    """`pod`: a pod template or a pod of MiniCluster `name`; its fields are in it."""
+    meta, spec = pod["metadata"], pod["spec"]
+    check_eq(meta["labels"].get("team"), "physics", f"{what} label team")
+    check_eq(meta["labels"].get(NAME_LABEL), name, f"{what} {NAME_LABEL}")
+    check_eq(meta.get("annotations", {}).get("example.com/cost-center"), "hpc-42",
+             f"{what} annotation")
+    check_eq(spec.get("nodeSelector", {}).get("disk"), "ssd", f"{what} nodeSelector")
+    check(POD_FIELDS["tolerations"][0] in spec.get("tolerations", []),
+          f"{what} tolerations: {spec.get('tolerations')}")
+    check_eq(spec.get("affinity"), POD_FIELDS["affinity"], f"{what} affinity")
+    check_eq(spec.get("serviceAccountName"), "flux-runner", f"{what} serviceAccountName")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    check_eq(volumes.get("data"), POD_FIELDS["volumes"][0], f"{what} PVC volume")
+    check_eq(volumes.get("scratch"), POD_FIELDS["volumes"][1], f"{what} emptyDir volume")
+    check("curve" in volumes, f"{what}: the CSI volume is gone: {sorted(volumes)}")
+    mounts = spec["containers"][0].get("volumeMounts", [])
+    for want in POD_FIELDS["volumeMounts"]:
+        check(want in mounts, f"{what}: mount {want} missing: {mounts}")
+
+
+def owns_template_field(obj, manager, *path):
+    """True if field manager `manager` owns spec.template.spec.<path...>."""
+    fields = managers(obj).get(manager, ("", {}))[1]
+    node = fields.get("f:spec", {}).get("f:template", {}).get("f:spec", {})
+    for key in path:
+        node = node.get(key)
+        if node is None:
+            return False
+    return True
+
+
+def admit_like_kueue(ns, name):
+    """What Kueue's batch/Job integration does at admission (an update of the
+    suspended Job, by another field manager): the flavor's nodeSelector and
+    tolerations merged into the template, a label added, suspend false."""
+    job = get("job", name, ns)
+    pod = job["spec"]["template"]
+    body = {"spec": {"suspend": False, "template": {
+        "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"}},
+        "spec": {"nodeSelector": {**pod["spec"].get("nodeSelector", {}), **FLAVOR_LABEL},
+                 "tolerations": pod["spec"].get("tolerations", []) + [FLAVOR_TOLERATION]}}}}
+    kubectl("patch", "job", name, "-n", ns, "--type=merge", "--field-manager=kueue-e2e",
+            "-p", json.dumps(body))
+
+
+def test_pod_fields(work):
+    """Every pod template field reaches the Job's pod template and the Job
+    controller's pods; what Kueue merges into a queued Job's template at
+    admission is never undone; the CRD refuses overriding the controller's
+    names with a message that says which and why."""
+    ns = "e2e-pod"
+    create_namespace(ns)
+    kubectl("create", "serviceaccount", "flux-runner", "-n", ns)
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "lammps-data", "namespace": ns},
+        "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}}}}))
+    ctl = Controller(work, "pod-fields")
+    ctl.wait_ready()
+
+    # Unqueued: the Job's template as stored, then the pods the Job
+    # controller made from it (the ServiceAccount admission found flux-runner).
+    apply(minicluster("podf", ns, size=2, command=["true"], **POD_FIELDS))
+    job = wait_for("Job podf", lambda: get("job", "podf", ns), timeout=30)
+    check_pod_fields(job["spec"]["template"], "podf", "Job podf template")
+    pods = wait_for("2 pods of podf", lambda: len(job_pods(ns, "podf")) == 2 and job_pods(ns, "podf"))
+    for p in pods:
+        check_pod_fields(p, "podf", f"pod {p['metadata']['name']}")
+    log("every pod template field is in Job podf's template and in its 2 pods")
+
+    # Queued: Kueue merges a flavor into the template and admits; the
+    # controller writes nothing to the Job, now or after a restart.
+    apply(minicluster("podq", ns, size=2, command=["true"], labels={QUEUE_LABEL: "user-queue"},
+                      **POD_FIELDS))
+    wait_state(ns, "podq", "Queued")
+    before = len(ctl.actions())
+    admit_like_kueue(ns, "podq")
+    wait_state(ns, "podq", "Running")
+    wait_for("2 pods of podq", lambda: len(job_pods(ns, "podq")) == 2)
+    time.sleep(3)  # time for the controller to (wrongly) touch the Job
+    check_eq([a for a in ctl.actions()[before:] if "Job" in a], [], "Job writes after admission")
+    check_eq(ctl.kill(), 0, "controller exit code on SIGTERM")
+    ctl = Controller(work, "pod-fields-restarted")
+    ctl.wait_ready()
+    time.sleep(3)
+    check_eq(ctl.actions(), [], "writes by a restarted controller")
+    job = get("job", "podq", ns, managed_fields=True)
+    pod = job["spec"]["template"]
+    check_eq(pod["spec"]["nodeSelector"], {"disk": "ssd", **FLAVOR_LABEL}, "merged nodeSelector")
+    check_eq(pod["spec"]["tolerations"], POD_FIELDS["tolerations"] + [FLAVOR_TOLERATION],
+             "merged tolerations")
+    check_eq(pod["metadata"]["labels"].get("kueue.x-k8s.io/podset"), "main", "Kueue's pod label")
+    check_pod_fields(pod, "podq", "Job podq template")
+    # nodeSelector and tolerations are atomic in a PodSpec: whoever changed
+    # them last owns all of them; the create manager kept none.
+    for field in ("f:nodeSelector", "f:tolerations"):
+        check(owns_template_field(job, "kueue-e2e", field),
+              f"the admission's field manager does not own {field}: {managers(job).get('kueue-e2e')}")
+        for m in managers(job):
+            check(not (m.startswith("minicluster-controller") and owns_template_field(job, m, field)),
+                  f"{m} still owns {field} after the admission")
+    # A user's later edit reaches no existing Job (copied at creation).
+    patch("minicluster", "podq", ns, {"spec": {"nodeSelector": {"disk": "nvme"}}})
+    time.sleep(3)
+    check_eq(get("job", "podq", ns)["spec"]["template"]["spec"]["nodeSelector"],
+             {"disk": "ssd", **FLAVOR_LABEL}, "nodeSelector after the MiniCluster's edit")
+    check_eq([a for a in ctl.actions() if "Job" in a], [], "Job writes after the edit")
+    log("podq: flavor nodeSelector + toleration merged by another manager kept; no Job write "
+        "after admission, restart or an edit of spec.nodeSelector")
+
+    # The CRD refuses the controller's names, each with its own message.
+    vol = POD_FIELDS["volumes"][0]
+    cases = [
+        ("volume named curve", {"volumes": [{"name": "curve", "emptyDir": {}}]},
+         ["spec.volumes[0]", "curve, flux-config and flux-run are the controller's volumes"]),
+        ("volume named flux-run", {"volumes": [{"name": "flux-run", "emptyDir": {}}]},
+         ["spec.volumes[0]", "the controller's volumes"]),
+        ("a curve.minicluster.dev volume",
+         {"volumes": [{"name": "cert", "csi": {"driver": "curve.minicluster.dev"}}]},
+         ["spec.volumes[0]", "the controller makes the one curve.minicluster.dev volume itself"]),
+        ("mount of the curve volume",
+         {"volumeMounts": [{"name": "curve", "mountPath": "/cert"}]},
+         ["spec.volumeMounts[0]", "already mounted"]),
+        ("mount at /etc/flux/curve",
+         {"volumes": [vol], "volumeMounts": [{"name": "data", "mountPath": "/etc/flux/curve"}]},
+         ["spec.volumeMounts[0]", "at or under /etc/flux/curve, /etc/flux/minicluster or /run"]),
+        ("mount under /run", {"volumes": [vol], "volumeMounts": [{"name": "data", "mountPath": "/run/flux"}]},
+         ["spec.volumeMounts[0]", "at or under"]),
+        ("mount of no volume", {"volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+         ["spec.volumeMounts", "every mount must name a volume of spec.volumes"]),
+        ("pod label minicluster.dev/name", {"podLabels": {NAME_LABEL: "other"}},
+         ["spec.podLabels", "set by the controller"]),
+        ("pod label of the Job controller", {"podLabels": {"batch.kubernetes.io/job-name": "x"}},
+         ["spec.podLabels", "set by the Job controller"]),
+        ("pod label queue-name", {"podLabels": {QUEUE_LABEL: "q"}},
+         ["spec.podLabels", "set them in metadata.labels instead"]),
+        ("pod annotation minicluster.dev/", {"podAnnotations": {"minicluster.dev/x": "y"}},
+         ["spec.podAnnotations", "belong to the controller"]),
+        ("toleration operator", {"tolerations": [{"key": "k", "operator": "Maybe"}]},
+         ["spec.tolerations[0].operator", "Unsupported value"]),
+    ]
+    for what, fields, want in cases:
+        r = kubectl("apply", "-f", "-", input=json.dumps(minicluster("refused", ns, **fields)),
+                    check_rc=False)
+        check(r.returncode != 0, f"{what}: accepted by the API server")
+        for text in want:
+            check(text in r.stderr, f"{what}: message lacks {text!r}: {r.stderr.strip()}")
+        log(f"refused {what}: {r.stderr.strip()[:160]}")
+    check_eq(get("minicluster", "refused", ns), None, "a refused MiniCluster stored")
+    check(ctl.alive(), "controller exited")
+    check_eq([line for line in ctl.text().splitlines() if " error " in line], [],
+             "controller errors")
+
+
 def test_name_taken(work):
     """A Job of the MiniCluster's name that it does not control is left
     alone and reported; once it is gone the MiniCluster gets its own."""
@@ -408,5 +584,5 @@ def test_in_cluster_token_rotation(work):
 
 
 if __name__ == "__main__":
-    main([test_lifecycle, test_name_taken, test_service_name_taken, test_deployed_rbac,
-          test_in_cluster_token_rotation])
+    main([test_lifecycle, test_pod_fields, test_name_taken, test_service_name_taken,
+          test_deployed_rbac, test_in_cluster_token_rotation])

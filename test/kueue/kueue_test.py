@@ -19,6 +19,10 @@ they are (docs/kueue.md shows the same files).
      suspends its Job, the controller never sets suspend back, the MiniCluster
      shows Queued (Preempted); it is admitted and starts again after the
      urgent one completes.
+  4. A MiniCluster with its own nodeSelector and toleration, queued on a
+     ResourceFlavor with nodeLabels and tolerations: Kueue merges the
+     flavor's in at admission, its Workload keeps the MiniCluster's (what it
+     restores on suspend), and the controller writes nothing to the Job.
   Throughout: every pod that ever exists belongs to one of the MiniClusters'
   Jobs (no cert-generator pod), and every change of a queued Job's
   spec.suspend after its creation was made by Kueue.
@@ -413,6 +417,67 @@ def finish(name):
     wait_for(f"Kueue marks the Workload of {name} Finished", lambda: cond_true(workload_of(name), "Finished"))
 
 
+# A ResourceFlavor for dedicated nodes: Kueue merges its nodeLabels and
+# tolerations into an admitted Job's pod template (pkg/podset Merge).
+FLAVOR_LABELS = {"cloud.example.com/pool": "hpc"}
+FLAVOR_TOLERATION = {"key": "pool", "operator": "Equal", "value": "hpc", "effect": "NoSchedule"}
+USER_TOLERATION = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def flavor_merge(controller):
+    """A MiniCluster's own nodeSelector and tolerations meet a flavor's: Kueue
+    merges them at admission, its Workload keeps the MiniCluster's (what it
+    restores on suspend), and the controller never writes the Job again."""
+    queue = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "hpc-pool"},
+         "spec": {"nodeLabels": FLAVOR_LABELS, "tolerations": [FLAVOR_TOLERATION]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "hpc-queue"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{
+             "coveredResources": ["cpu", "memory"],
+             "flavors": [{"name": "hpc-pool", "resources": [{"name": "cpu", "nominalQuota": 4},
+                                                            {"name": "memory", "nominalQuota": "4Gi"}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "hpc", "namespace": NS}, "spec": {"clusterQueue": "hpc-queue"}},
+    ]
+    for obj in queue:
+        kubectl("apply", "-f", "-", input=json.dumps(obj))
+    wait_for("ClusterQueue hpc-queue Active", lambda: cond_true(get("clusterqueue", "hpc-queue", ns=""), "Active"))
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "minicluster.dev/v1alpha1", "kind": "MiniCluster",
+        "metadata": {"name": "placed", "namespace": NS, "labels": {QUEUE_LABEL: "hpc"}},
+        "spec": {"size": 2, "image": "fluxrm/flux-sched:bookworm", "command": ["true"],
+                 "resources": {"requests": {"cpu": "1", "memory": "256Mi"}},
+                 "nodeSelector": {"disk": "ssd"}, "tolerations": [USER_TOLERATION],
+                 "podLabels": {"team": "physics"}}}))
+
+    def admitted():
+        m, j = mc("placed"), job("placed")
+        return (m and j and j["spec"].get("suspend") is False and state("placed") == "Running"
+                and m["status"].get("workload", {}).get("clusterQueue") == "hpc-queue" and j)
+    j = wait_for("placed admitted on flavor hpc-pool", admitted, timeout=90)
+    pod = j["spec"]["template"]
+    check(pod["spec"].get("nodeSelector") == {"disk": "ssd", **FLAVOR_LABELS},
+          f"nodeSelector after admission: {pod['spec'].get('nodeSelector')}")
+    check(pod["spec"].get("tolerations") == [USER_TOLERATION, FLAVOR_TOLERATION],
+          f"tolerations after admission: {pod['spec'].get('tolerations')}")
+    check(pod["metadata"]["labels"].get("team") == "physics", f"pod labels: {pod['metadata']['labels']}")
+    ps = workload_of("placed")["spec"]["podSets"][0]["template"]["spec"]
+    check(ps.get("nodeSelector") == {"disk": "ssd"} and ps.get("tolerations") == [USER_TOLERATION],
+          f"the Workload's pod set (what Kueue restores on suspend) is not the MiniCluster's: {ps}")
+    run_pods("placed")
+    for p in job_pods("placed"):
+        check(p["spec"].get("nodeSelector") == {"disk": "ssd", **FLAVOR_LABELS},
+              f"pod {p['metadata']['name']} nodeSelector {p['spec'].get('nodeSelector')}")
+    gen = job("placed")["metadata"]["generation"]
+    time.sleep(5)  # time for the controller to (wrongly) write the Job
+    writes = re.findall(r"minicluster default/placed: ((?:create|apply|set) Job.*)$", controller.text(), re.M)
+    check(writes == ["create Job"], f"the controller's Job writes for placed: {writes}")
+    check(job("placed")["metadata"]["generation"] == gen, "the admitted Job placed changed")
+    log("ok - placed admitted on flavor hpc-pool: nodeSelector and tolerations = the MiniCluster's + the "
+        "flavor's; the Workload keeps the MiniCluster's; the controller only created the Job")
+    finish("placed")
+
+
 def scenario(work, kueue, controller, pods_watch, jobs_watch):
     # --- queues
     for f in ("resource-flavor.yaml", "cluster-queue.yaml", "local-queue.yaml", "workload-priority-class.yaml"):
@@ -515,9 +580,12 @@ def scenario(work, kueue, controller, pods_watch, jobs_watch):
         finish(n)
     log("ok - the remaining MiniClusters completed")
 
+    # --- 4. the MiniCluster's placement meets a flavor's
+    flavor_merge(controller)
+
     # --- invariants over everything the watches saw
     check(pods_watch.alive() and jobs_watch.alive(), "a watch ended early")
-    jobs = set(names + ["queued-d", "interactive", "urgent"])
+    jobs = set(names + ["queued-d", "interactive", "urgent", "placed"])
     uids = {}
     for e in jobs_watch.snapshot():
         o = e["object"]
@@ -549,8 +617,8 @@ def scenario(work, kueue, controller, pods_watch, jobs_watch):
                   f"Job {o['metadata']['name']}: suspend {last[uid]} -> {susp} by {owner}, not Kueue")
             changes += 1
         last[uid] = susp
-    # 7 admissions (a, b, c, interactive, d, urgent, the victim again) and one preemption.
-    check(changes >= 8, f"only {changes} changes of spec.suspend seen, want at least 8")
+    # 8 admissions (a, b, c, interactive, d, urgent, the victim again, placed) and one preemption.
+    check(changes >= 9, f"only {changes} changes of spec.suspend seen, want at least 9")
     log(f"ok - all {changes} changes of a Job's spec.suspend were made by Kueue; "
         f"the controller only created Jobs suspended")
 
