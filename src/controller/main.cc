@@ -3,8 +3,10 @@
 // This file parses flags and wires the parts together; controller.h runs
 // them.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <expected>
 #include <iostream>
 #include <optional>
@@ -15,6 +17,7 @@
 #include "common/signals.h"
 #include "common/stop_signal.h"
 #include "controller/controller.h"
+#include "controller/events.h"
 #include "controller/kube_client.h"
 #include "controller/leader_election.h"
 #include "controller/reconciler.h"
@@ -48,6 +51,13 @@ std::optional<KubeConfig> LoadConfig(const RunFlags& flags) {
     spdlog::critical("{}", e.what());
     return std::nullopt;
   }
+}
+
+// Events' reportingInstance: the pod's name in a cluster.
+std::string HostName() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) return "unknown";
+  return host.data();
 }
 
 // nullopt without --leader-elect; an error when the Lease has no namespace.
@@ -97,7 +107,8 @@ int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
     return 2;
   }
   KubeClientApi api(client);
-  Reconciler reconciler(watches.caches(), api, desired);
+  KubeEventRecorder events(api, HostName());
+  Reconciler reconciler(watches.caches(), api, desired, &events);
   Controller controller(
       {flags.workers, std::chrono::minutes(flags.resync_minutes)}, watches,
       queue, reconciler);

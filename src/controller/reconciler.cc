@@ -76,7 +76,10 @@ std::optional<Reconciler::Snapshot> Reconciler::Observe(
 
 ReconcileResult Reconciler::Reconcile(const std::string& key) {
   const auto snapshot = Observe(key);
-  if (!snapshot) return ReconcileResult::Done();  // deleted: GC cleans up
+  if (!snapshot) {
+    written_.Forget(key);
+    return ReconcileResult::Done();  // deleted: GC cleans up
+  }
   const std::string now = FormatTime(std::chrono::system_clock::now());
   const auto plan = PlanReconcile(snapshot->View(), options_, now);
   return Execute(key, *snapshot, plan, now);
@@ -113,12 +116,14 @@ ReconcileResult Reconciler::Execute(const std::string& key,
   }
   if (service_taken) {
     if (auto status = PlanStatus(snapshot.View(), now, true)) {
-      result.Merge(Apply(key, *status));
+      result.Merge(ApplyStatus(key, snapshot.minicluster, *status));
     }
     return result;
   }
   if (!job_after_create) {
-    if (planned_status != nullptr) result.Merge(Apply(key, *planned_status));
+    if (planned_status != nullptr) {
+      result.Merge(ApplyStatus(key, snapshot.minicluster, *planned_status));
+    }
     return result;
   }
   // The planned status was computed without the Job ("CreatingJob"), which
@@ -127,8 +132,31 @@ ReconcileResult Reconciler::Execute(const std::string& key,
   Observed with_job = snapshot.View();
   with_job.job = &*job_after_create;
   if (auto status = PlanStatus(with_job, now))
-    result.Merge(Apply(key, *status));
+    result.Merge(ApplyStatus(key, snapshot.minicluster, *status));
   return result;
+}
+
+ReconcileResult Reconciler::ApplyStatus(const std::string& key,
+                                        const json& minicluster,
+                                        const Action& action) {
+  ReconcileResult result = Apply(key, action);
+  if (!result.retry()) RecordEvents(key, minicluster, action.body["status"]);
+  return result;
+}
+
+// Compared with the status this controller last wrote, when the cache has
+// not caught up with it yet: an event per change, not per write.
+void Reconciler::RecordEvents(const std::string& key, const json& minicluster,
+                              const json& status) {
+  if (events_ == nullptr) return;
+  const ObjectMeta meta(minicluster);
+  const json before =
+      written_.Before(key, meta.uid(), FieldAt(minicluster, "status"));
+  const bool queued =
+      meta.has_label(kQueueNameLabel) || status.contains("workload");
+  for (const EventSpec& event : StatusEvents(before, status, queued))
+    events_->Record(minicluster, event);
+  written_.Wrote(key, meta.uid(), status);
 }
 
 ReconcileResult Reconciler::Apply(const std::string& key,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/events.h"
 #include "controller/kube_client.h"
 #include "controller/object_store.h"
 #include "controller/plan.h"
@@ -56,8 +57,13 @@ struct ReconcileResult {
 
 class Reconciler {
  public:
-  Reconciler(Caches caches, KubeApi& api, DesiredOptions options)
-      : caches_(caches), api_(api), options_(std::move(options)) {}
+  // `events` (may be null: none) hears of every status change it writes.
+  Reconciler(Caches caches, KubeApi& api, DesiredOptions options,
+             EventRecorder* events = nullptr)
+      : caches_(caches),
+        api_(api),
+        options_(std::move(options)),
+        events_(events) {}
 
   // Reconciles the MiniCluster "<namespace>/<name>".
   ReconcileResult Reconcile(const std::string& key);
@@ -91,10 +97,18 @@ class Reconciler {
   Created ResolveCreateConflict(const std::string& key, const Action& action,
                                 const std::string& uid);
   ReconcileResult Apply(const std::string& key, const Action& action);
+  // Applies a status and records the events its change calls for.
+  ReconcileResult ApplyStatus(const std::string& key,
+                              const nlohmann::json& minicluster,
+                              const Action& action);
+  void RecordEvents(const std::string& key, const nlohmann::json& minicluster,
+                    const nlohmann::json& status);
 
   Caches caches_;
   KubeApi& api_;
   DesiredOptions options_;
+  EventRecorder* events_;
+  WrittenStatuses written_;
 };
 
 }  // namespace fcc::controller

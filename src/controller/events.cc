@@ -1,0 +1,206 @@
+#include "controller/events.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <exception>
+
+#include "controller/leader_election.h"
+#include "controller/minicluster.h"
+#include "controller/object_meta.h"
+#include "controller/plan.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+
+// events.k8s.io/v1 refuses a longer reportingInstance.
+constexpr size_t kMaxReportingInstance = 128;
+
+// The state and its condition's reason and message. Pending has no
+// condition of its own: status.h gives its reason (CreatingJob,
+// JobNameTaken, ...) to the first condition, Queued, which is False.
+struct Phase {
+  std::string state, reason, message;
+};
+
+Phase PhaseOf(const json& status) {
+  Phase p;
+  if (!status.is_object()) return p;
+  p.state = StringAt(status, "state");
+  const std::string& type = p.state == "Pending" ? "Queued" : p.state;
+  const json& conditions = FieldAt(status, "conditions");
+  if (!conditions.is_array()) return p;
+  for (const json& c : conditions) {
+    if (StringAt(c, "type") == type) {
+      p.reason = StringAt(c, "reason");
+      p.message = StringAt(c, "message");
+    }
+  }
+  return p;
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A refusal: the controller will not go on until the user acts.
+bool Refusal(const Phase& p) {
+  return (p.state == "Pending" && EndsWith(p.reason, "NameTaken")) ||
+         (p.state == "Failed" && p.reason == "InvalidSpec");
+}
+
+// Cut at kMaxEventNote bytes without splitting a UTF-8 sequence.
+std::string Truncate(std::string note) {
+  if (note.size() <= kMaxEventNote) return note;
+  size_t end = kMaxEventNote;
+  while (end > 0 && (static_cast<unsigned char>(note[end]) & 0xC0) == 0x80)
+    --end;
+  note.resize(end);
+  return note;
+}
+
+// What Kueue's Workload says, as " (<reason>: <message>)", or "".
+std::string WorkloadDetail(const json& status) {
+  const json& wl = FieldAt(status, "workload");
+  const std::string& reason = StringAt(wl, "reason");
+  if (reason.empty()) return "";
+  const std::string& message = StringAt(wl, "message");
+  return " (" + reason + (message.empty() ? "" : ": " + message) + ")";
+}
+
+EventSpec QueuedEvent(const Phase& before, const Phase& after,
+                      const json& status, bool queued) {
+  if (before.state != "Running") {
+    return {"Normal", "Queued", "Reconcile", after.message};
+  }
+  if (queued) {
+    return {"Normal", "Preempted", "Reconcile",
+            "Kueue suspended the running Job; its pods are deleted and it "
+            "waits to be admitted again" +
+                WorkloadDetail(status)};
+  }
+  return {"Normal", "Suspended", "Reconcile", after.message};
+}
+
+EventSpec RunningEvent(const json& status, bool queued) {
+  if (!queued) {
+    return {"Normal", "Started", "Reconcile", "the Job is unsuspended"};
+  }
+  const std::string& cq = StringAt(FieldAt(status, "workload"), "clusterQueue");
+  return {"Normal", "Admitted", "Reconcile",
+          "Kueue admitted the Job" +
+              (cq.empty() ? std::string() : " to ClusterQueue " + cq) +
+              " and unsuspended it"};
+}
+
+std::vector<EventSpec> EventsFor(const Phase& before, const Phase& after,
+                                 const json& status, bool queued) {
+  if (after.state == "Pending") {
+    if (!Refusal(after)) return {};
+    return {{"Warning", after.reason, "Create", after.message}};
+  }
+  if (after.state == "Queued")
+    return {QueuedEvent(before, after, status, queued)};
+  if (after.state == "Running") return {RunningEvent(status, queued)};
+  if (after.state == "Succeeded") {
+    return {{"Normal", "Completed", "Reconcile",
+             after.message + " (" + after.reason + ")"}};
+  }
+  if (after.state == "Failed") {
+    if (after.reason == "InvalidSpec")
+      return {{"Warning", "InvalidSpec", "Validate", after.message}};
+    return {{"Warning", "Failed", "Reconcile",
+             after.reason + ": " + after.message}};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<EventSpec> StatusEvents(const json& before, const json& after,
+                                    bool queued) {
+  const Phase b = PhaseOf(before);
+  const Phase a = PhaseOf(after);
+  if (a.state.empty()) return {};
+  // Within one state only a new refusal is news (reasons such as
+  // SuccessCriteriaMet -> Complete, or Kueue's Pending -> Admitted while
+  // still suspended, are steps of the same state).
+  const bool new_refusal =
+      Refusal(a) && (a.reason != b.reason || a.message != b.message);
+  if (a.state == b.state && !new_refusal) return {};
+  auto events = EventsFor(b, a, after, queued);
+  for (EventSpec& e : events) e.note = Truncate(std::move(e.note));
+  return events;
+}
+
+json EventObject(const json& regarding, const EventSpec& event,
+                 const std::string& reporting_instance,
+                 const std::string& event_time) {
+  const ObjectMeta meta(regarding);
+  return json{{"apiVersion", "events.k8s.io/v1"},
+              {"kind", "Event"},
+              {"metadata",
+               {{"generateName", meta.name() + "."},
+                {"namespace", meta.namespace_name()}}},
+              {"eventTime", event_time},
+              {"reportingController", kReportingController},
+              {"reportingInstance",
+               reporting_instance.substr(0, kMaxReportingInstance)},
+              {"action", event.action},
+              {"reason", event.reason},
+              {"type", event.type},
+              {"note", Truncate(event.note)},
+              {"regarding",
+               {{"apiVersion", kApiVersion},
+                {"kind", kKind},
+                {"name", meta.name()},
+                {"namespace", meta.namespace_name()},
+                {"uid", meta.uid()},
+                {"resourceVersion", meta.resource_version()}}}};
+}
+
+void KubeEventRecorder::Record(const json& regarding, const EventSpec& event) {
+  const std::string key = ObjectKey(regarding);
+  try {
+    const json body =
+        EventObject(regarding, event, instance_,
+                    FormatMicroTime(std::chrono::system_clock::now()));
+    const HttpResponse response =
+        api_.Create(CollectionPath("events.k8s.io/v1", "events",
+                                   ObjectMeta(regarding).namespace_name()),
+                    body, kFieldManager);
+    if (response.ok()) {
+      spdlog::debug("minicluster {}: event {}", key, event.reason);
+    } else {
+      spdlog::warn("minicluster {}: event {} not recorded: {}", key,
+                   event.reason, response.Describe());
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("minicluster {}: event {} not recorded: {}", key, event.reason,
+                 e.what());
+  }
+}
+
+json WrittenStatuses::Before(const std::string& key, const std::string& uid,
+                             const json& cached) const {
+  std::lock_guard lock(mu_);
+  auto it = written_.find(key);
+  if (it == written_.end() || it->second.first != uid) return cached;
+  return it->second.second;
+}
+
+void WrittenStatuses::Wrote(const std::string& key, const std::string& uid,
+                            json status) {
+  std::lock_guard lock(mu_);
+  written_[key] = {uid, std::move(status)};
+}
+
+void WrittenStatuses::Forget(const std::string& key) {
+  std::lock_guard lock(mu_);
+  written_.erase(key);
+}
+
+}  // namespace fcc::controller

@@ -1,0 +1,87 @@
+// Kubernetes Events (events.k8s.io/v1) on a MiniCluster: which status
+// change gives which event (pure), the Event object (pure), and the
+// recorder the reconciler calls after a status write.
+//
+// Events come only from status changes the controller wrote, so a refusal
+// that is retried with back-off (JobNameTaken, say) gives one event, not one
+// per retry: its status does not change between retries.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "controller/kube_client.h"
+
+namespace fcc::controller {
+
+inline constexpr char kReportingController[] =
+    "minicluster.dev/minicluster-controller";
+// events.k8s.io/v1 refuses a longer note.
+inline constexpr size_t kMaxEventNote = 1024;
+
+struct EventSpec {
+  std::string type;    // Normal | Warning
+  std::string reason;  // CamelCase, what happened
+  std::string action;  // CamelCase, what the controller did or tried
+  std::string note;    // human-readable, at most kMaxEventNote bytes
+
+  bool operator==(const EventSpec&) const = default;
+};
+
+// The events for a MiniCluster whose status goes from `before` to `after`
+// (status objects as status.h computes them; `before` may be empty).
+// `queued`: the MiniCluster is in a Kueue queue, so Kueue starts and stops
+// its Job.
+std::vector<EventSpec> StatusEvents(const nlohmann::json& before,
+                                    const nlohmann::json& after, bool queued);
+
+// The events.k8s.io/v1 Event about `regarding` (a MiniCluster as stored).
+// Named by the API server from "<name>." (metadata.generateName).
+nlohmann::json EventObject(const nlohmann::json& regarding,
+                           const EventSpec& event,
+                           const std::string& reporting_instance,
+                           const std::string& event_time);
+
+// What the reconciler calls; must never throw nor fail a reconcile.
+class EventRecorder {
+ public:
+  virtual ~EventRecorder() = default;
+  virtual void Record(const nlohmann::json& regarding,
+                      const EventSpec& event) = 0;
+};
+
+// Creates each Event with a POST; a failure is logged and dropped (an event
+// is worth less than a reconcile).
+class KubeEventRecorder : public EventRecorder {
+ public:
+  KubeEventRecorder(KubeApi& api, std::string reporting_instance)
+      : api_(api), instance_(std::move(reporting_instance)) {}
+  void Record(const nlohmann::json& regarding, const EventSpec& event) override;
+
+ private:
+  KubeApi& api_;
+  const std::string instance_;
+};
+
+// Remembers the last status the controller wrote per MiniCluster, so a
+// status read from a cache that has not caught up with that write yet does
+// not give its events twice.
+class WrittenStatuses {
+ public:
+  // The status last written for the MiniCluster `key` of `uid`, else
+  // `cached` (the status the cache shows).
+  nlohmann::json Before(const std::string& key, const std::string& uid,
+                        const nlohmann::json& cached) const;
+  void Wrote(const std::string& key, const std::string& uid,
+             nlohmann::json status);
+  void Forget(const std::string& key);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::pair<std::string, nlohmann::json>> written_;
+};
+
+}  // namespace fcc::controller

@@ -1,0 +1,242 @@
+#include "controller/events.h"
+
+#include <gtest/gtest.h>
+
+#include "controller/object_meta.h"
+#include "controller/reconciler.h"
+#include "controller/status.h"
+#include "test_objects.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+using testing::MiniClusterObject;
+
+// A status as status.h writes it: `state` with its condition True; for
+// Pending, which has none, its reason and message on Queued (False).
+json Status(const std::string& state, const std::string& reason,
+            const std::string& message = "msg") {
+  json conditions = json::array();
+  for (const char* type : {"Queued", "Running", "Succeeded", "Failed"}) {
+    const bool is_true = state == type;
+    const bool has_reason =
+        is_true || (state == "Pending" && std::string(type) == "Queued");
+    conditions.push_back({{"type", type},
+                          {"status", is_true ? "True" : "False"},
+                          {"reason", has_reason ? reason : state},
+                          {"message", has_reason ? message : "other"}});
+  }
+  return {{"state", state}, {"conditions", conditions}};
+}
+
+std::vector<std::string> Reasons(const std::vector<EventSpec>& events) {
+  std::vector<std::string> reasons;
+  for (const auto& e : events) reasons.push_back(e.reason);
+  return reasons;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(StatusEvents, NothingForANewMiniClusterBeingCreated) {
+  EXPECT_TRUE(
+      StatusEvents(json(), Status("Pending", "CreatingJob"), false).empty());
+}
+
+TEST(StatusEvents, NameTakenIsAWarningOncePerNewRefusal) {
+  const json creating = Status("Pending", "CreatingJob");
+  const json job_taken = Status("Pending", "JobNameTaken", "a Job named x");
+  const auto events = StatusEvents(creating, job_taken, false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0],
+            (EventSpec{"Warning", "JobNameTaken", "Create", "a Job named x"}));
+  EXPECT_TRUE(StatusEvents(job_taken, job_taken, false).empty());
+  EXPECT_EQ(Reasons(StatusEvents(json(), job_taken, false)),
+            Strings{"JobNameTaken"});
+  EXPECT_EQ(Reasons(StatusEvents(job_taken,
+                                 Status("Pending", "ServiceNameTaken"), false)),
+            Strings{"ServiceNameTaken"});
+  // Freed: the Job is being created, nothing to report yet.
+  EXPECT_TRUE(StatusEvents(job_taken, creating, false).empty());
+}
+
+TEST(StatusEvents, InvalidSpecIsAWarningAgainOnlyForNewErrors) {
+  const json invalid = Status("Failed", "InvalidSpec", "spec.size: bad");
+  const auto events = StatusEvents(json(), invalid, false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0], (EventSpec{"Warning", "InvalidSpec", "Validate",
+                                  "spec.size: bad"}));
+  EXPECT_TRUE(StatusEvents(invalid, invalid, false).empty());
+  EXPECT_EQ(
+      Reasons(StatusEvents(
+          invalid, Status("Failed", "InvalidSpec", "spec.image: bad"), false)),
+      Strings{"InvalidSpec"});
+}
+
+TEST(StatusEvents, QueuedThenAdmittedByKueue) {
+  const json waiting = Status("Queued", "WaitingForKueue", "waiting");
+  EXPECT_EQ(
+      StatusEvents(Status("Pending", "CreatingJob"), waiting, true),
+      (std::vector<EventSpec>{{"Normal", "Queued", "Reconcile", "waiting"}}));
+  // Reasons within Queued (Kueue's Pending, then Admitted while the Job is
+  // still suspended) are steps of one state.
+  json admitted_suspended = Status("Queued", "Admitted");
+  EXPECT_TRUE(StatusEvents(waiting, admitted_suspended, true).empty());
+  json running = Status("Running", "JobRunning");
+  running["workload"] = {{"admitted", true}, {"clusterQueue", "cq"}};
+  const auto events = StatusEvents(admitted_suspended, running, true);
+  ASSERT_EQ(Reasons(events), Strings{"Admitted"});
+  EXPECT_EQ(events[0].type, "Normal");
+  EXPECT_NE(events[0].note.find("ClusterQueue cq"), std::string::npos);
+  // The message (active/ready pods) changes while it runs: no events.
+  EXPECT_TRUE(
+      StatusEvents(running, Status("Running", "JobRunning", "2 of 2"), true)
+          .empty());
+}
+
+TEST(StatusEvents, UnqueuedJobStarted) {
+  EXPECT_EQ(Reasons(StatusEvents(Status("Queued", "Starting"),
+                                 Status("Running", "JobRunning"), false)),
+            Strings{"Started"});
+}
+
+TEST(StatusEvents, PreemptedWhenKueueSuspendsARunningJob) {
+  json preempted = Status("Queued", "Preempted");
+  preempted["workload"] = {{"reason", "Preempted"},
+                           {"message", "Preempted to accommodate urgent"}};
+  const auto events =
+      StatusEvents(Status("Running", "JobRunning"), preempted, true);
+  ASSERT_EQ(Reasons(events), Strings{"Preempted"});
+  EXPECT_NE(events[0].note.find("Preempted to accommodate urgent"),
+            std::string::npos);
+  // Unqueued: spec.suspend set by the user.
+  EXPECT_EQ(Reasons(StatusEvents(Status("Running", "JobRunning"),
+                                 Status("Queued", "Suspended"), false)),
+            Strings{"Suspended"});
+}
+
+TEST(StatusEvents, CompletedOnceAndFailedAsAWarning) {
+  const json met = Status("Succeeded", "SuccessCriteriaMet");
+  EXPECT_EQ(Reasons(StatusEvents(Status("Running", "JobRunning"), met, true)),
+            Strings{"Completed"});
+  EXPECT_TRUE(StatusEvents(met, Status("Succeeded", "CompletionsReached"), true)
+                  .empty());
+  const auto failed =
+      StatusEvents(Status("Running", "JobRunning"),
+                   Status("Failed", "BackoffLimitExceeded", "1 failed"), false);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0], (EventSpec{"Warning", "Failed", "Reconcile",
+                                  "BackoffLimitExceeded: 1 failed"}));
+}
+
+TEST(StatusEvents, NoteFitsTheApiLimitWithoutSplittingUtf8) {
+  std::string long_message(kMaxEventNote - 1, 'x');
+  long_message += "\xc3\xa9tail";  // a 2-byte character across the limit
+  const auto events = StatusEvents(
+      json(), Status("Failed", "InvalidSpec", long_message), false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].note, std::string(kMaxEventNote - 1, 'x'));
+}
+
+TEST(EventObject, IsAnEventsV1EventAboutTheMiniCluster) {
+  json mc = MiniClusterObject();
+  mc["metadata"]["resourceVersion"] = "42";
+  const json event =
+      EventObject(mc, {"Warning", "JobNameTaken", "Create", "in the way"},
+                  std::string(200, 'h'), "2026-01-02T03:04:05.123456Z");
+  EXPECT_EQ(event["apiVersion"], "events.k8s.io/v1");
+  EXPECT_EQ(event["kind"], "Event");
+  EXPECT_EQ(event["metadata"],
+            (json{{"generateName", "demo."}, {"namespace", "science"}}));
+  EXPECT_EQ(event["eventTime"], "2026-01-02T03:04:05.123456Z");
+  EXPECT_EQ(event["reportingController"],
+            "minicluster.dev/minicluster-controller");
+  EXPECT_EQ(event["reportingInstance"], std::string(128, 'h'));
+  EXPECT_EQ(event["type"], "Warning");
+  EXPECT_EQ(event["reason"], "JobNameTaken");
+  EXPECT_EQ(event["action"], "Create");
+  EXPECT_EQ(event["note"], "in the way");
+  EXPECT_EQ(event["regarding"],
+            (json{{"apiVersion", "minicluster.dev/v1alpha1"},
+                  {"kind", "MiniCluster"},
+                  {"name", "demo"},
+                  {"namespace", "science"},
+                  {"uid", "1b4e28ba-2fa1-11d2-883f-0016d3cca427"},
+                  {"resourceVersion", "42"}}));
+}
+
+// The reconciler's side: events after status writes only, once per change.
+class FakeRecorder : public EventRecorder {
+ public:
+  void Record(const json& regarding, const EventSpec& event) override {
+    names.push_back(ObjectKey(regarding));
+    reasons.push_back(event.reason);
+  }
+  Strings names, reasons;
+};
+
+class StatusOnlyApi : public KubeApi {
+ public:
+  HttpResponse Create(const std::string& path, const json&,
+                      const std::string&) override {
+    if (path.ends_with("/jobs")) return {409, "{}", ""};
+    return {201, "{}", ""};
+  }
+  HttpResponse Apply(const std::string&, const json&, const std::string&,
+                     bool) override {
+    return {apply_status, "{}", ""};
+  }
+  // The Job in the way: not the MiniCluster's.
+  HttpResponse Get(const std::string&) override {
+    return {200, R"({"metadata": {"name": "demo", "uid": "theirs"}})", ""};
+  }
+  long apply_status = 200;
+};
+
+struct Fixture {
+  ObjectStore miniclusters, services, jobs;
+  ObjectStore workloads{JobUidsOfWorkload};
+  StatusOnlyApi api;
+  FakeRecorder recorder;
+  Reconciler reconciler{{miniclusters, services, jobs, workloads},
+                        api,
+                        DesiredOptions{},
+                        &recorder};
+};
+
+TEST(ReconcilerEvents, OneEventPerRefusalThoughTheCacheLagsAndItRetries) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  for (int i = 0; i < 3; ++i) {
+    // The cache never shows the status written: each retry writes it again.
+    EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+              RetryReason::kJobNameTaken);
+  }
+  EXPECT_EQ(f.recorder.reasons, Strings{"JobNameTaken"});
+  EXPECT_EQ(f.recorder.names, Strings{"science/demo"});
+}
+
+TEST(ReconcilerEvents, NoEventWhenTheStatusWriteFails) {
+  Fixture f;
+  f.api.apply_status = 500;
+  f.miniclusters.Upsert(MiniClusterObject());
+  EXPECT_TRUE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_TRUE(f.recorder.reasons.empty());
+  f.api.apply_status = 200;
+  f.reconciler.Reconcile("science/demo");
+  EXPECT_EQ(f.recorder.reasons, Strings{"JobNameTaken"});
+}
+
+TEST(ReconcilerEvents, ARecreatedMiniClusterIsNewAgain) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.reconciler.Reconcile("science/demo");
+  json again = MiniClusterObject();
+  again["metadata"]["uid"] = "another-uid";
+  f.miniclusters.Upsert(again);
+  f.reconciler.Reconcile("science/demo");
+  EXPECT_EQ(f.recorder.reasons, (Strings{"JobNameTaken", "JobNameTaken"}));
+}
+
+}  // namespace
+}  // namespace fcc::controller
