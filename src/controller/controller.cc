@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <exception>
 #include <thread>
 #include <vector>
@@ -14,11 +15,13 @@ namespace fcc::controller {
 using nlohmann::json;
 
 Controller::Controller(ControllerConfig config, Watches& watches,
-                       WorkQueue& queue, Reconciler& reconciler)
+                       WorkQueue& queue, Reconciler& reconciler,
+                       Metrics* metrics)
     : config_(config),
       watches_(watches),
       queue_(queue),
-      reconciler_(reconciler) {
+      reconciler_(reconciler),
+      metrics_(metrics) {
   watches_.miniclusters().AddEventHandler(
       [this](WatchEvent::Type, const json& o) { EnqueueMiniCluster(o); });
   watches_.services().AddEventHandler(
@@ -78,7 +81,15 @@ void Controller::RunWorker() {
 bool Controller::ProcessNextItem() {
   const auto key = queue_.Get();
   if (!key) return false;
+  if (metrics_ != nullptr) metrics_->WorkerStarted();
+  const auto start = std::chrono::steady_clock::now();
   const ReconcileResult result = SyncHandler(*key);
+  if (metrics_ != nullptr) {
+    const std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - start;
+    metrics_->ObserveReconcile(result, took.count());
+    metrics_->WorkerFinished();
+  }
   if (result.retry()) {
     const auto delay = queue_.AddRateLimited(*key);
     spdlog::info("minicluster {}: retrying in {} ms ({}: {})", *key,

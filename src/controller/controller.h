@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/stop_signal.h"
+#include "controller/metrics.h"
 #include "controller/reconciler.h"
 #include "controller/watches.h"
 #include "controller/work_queue.h"
@@ -25,9 +26,9 @@ struct ControllerConfig {
 class Controller {
  public:
   // Registers the event handlers on `watches`, so it must run before
-  // watches.Start.
+  // watches.Start. `metrics` (may be null) hears of every reconcile.
   Controller(ControllerConfig config, Watches& watches, WorkQueue& queue,
-             Reconciler& reconciler);
+             Reconciler& reconciler, Metrics* metrics = nullptr);
 
   // Waits for the caches to sync, then runs the workers and the resync
   // until `stop`; shuts the queue down and joins the workers on the way out.
@@ -51,6 +52,7 @@ class Controller {
   Watches& watches_;
   WorkQueue& queue_;
   Reconciler& reconciler_;
+  Metrics* metrics_;
 };
 
 }  // namespace fcc::controller

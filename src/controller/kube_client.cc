@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -338,6 +339,20 @@ HttpResponse KubeClient::Request(std::string_view method,
                                  const std::string& path,
                                  const std::string& body,
                                  std::string_view content_type) const {
+  const auto start = std::chrono::steady_clock::now();
+  HttpResponse response = Perform(method, path, body, content_type);
+  if (observer_ != nullptr) {
+    const std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - start;
+    observer_->ObserveRequest(method, response.status, took.count());
+  }
+  return response;
+}
+
+HttpResponse KubeClient::Perform(std::string_view method,
+                                 const std::string& path,
+                                 const std::string& body,
+                                 std::string_view content_type) const {
   HttpResponse response;
   CurlHandle curl = pool_->Take();
   if (!curl) {
@@ -420,6 +435,8 @@ HttpResponse KubeClient::Stream(
     response.error =
         std::string("watch ") + path + ": " + curl_easy_strerror(rc);
   }
+  if (observer_ != nullptr)
+    observer_->ObserveRequest("GET", response.status, std::nullopt);
   return response;
 }
 

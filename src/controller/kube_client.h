@@ -47,6 +47,17 @@ struct HttpResponse {
   std::string Describe() const;
 };
 
+// Hears of every request a KubeClient made, for client-go's rest_client
+// metrics.
+class RequestObserver {
+ public:
+  virtual ~RequestObserver() = default;
+  // `status` 0: no HTTP response. `seconds`: the whole request; a watch
+  // stream reports its end only, with no duration.
+  virtual void ObserveRequest(std::string_view method, long status,
+                              std::optional<double> seconds) = 0;
+};
+
 class KubeClient {
  public:
   explicit KubeClient(KubeConfig config);
@@ -67,8 +78,14 @@ class KubeClient {
                       const std::atomic<bool>& stop, long idle_timeout_s) const;
 
   const KubeConfig& config() const { return config_; }
+  // Set before the client is used; may be null.
+  void set_observer(RequestObserver* observer) { observer_ = observer; }
 
  private:
+  HttpResponse Perform(std::string_view method, const std::string& path,
+                       const std::string& body,
+                       std::string_view content_type) const;
+
   // Request() borrows a curl handle from here and gives it back, so each
   // handle keeps its connection to the API server open for the next
   // request: a fresh handle per request paid a TCP connect and a TLS
@@ -77,6 +94,7 @@ class KubeClient {
   class HandlePool;
   KubeConfig config_;
   std::unique_ptr<HandlePool> pool_;
+  RequestObserver* observer_ = nullptr;
 };
 
 // The I/O the reconciler needs, as an interface so reconcile logic can be

@@ -20,6 +20,7 @@
 #include "controller/events.h"
 #include "controller/kube_client.h"
 #include "controller/leader_election.h"
+#include "controller/metrics.h"
 #include "controller/reconciler.h"
 #include "controller/render.h"
 #include "controller/watches.h"
@@ -77,31 +78,41 @@ ElectionOptions(const RunFlags& flags, const KubeConfig& config) {
   return le;
 }
 
-// /healthz: the process serves; /readyz: the caches are synced.
+// /healthz: the process serves; /readyz: the caches are synced; /metrics:
+// Prometheus (one port for probes and scrapes, as the driver's).
 std::expected<std::unique_ptr<common::HttpServer>, std::string> StartHealth(
-    const std::string& address, const Watches& watches) {
+    const std::string& address, const Watches& watches, Metrics& metrics) {
   auto ok = [] { return common::HttpReply{200, "ok\n"}; };
   auto ready = [&watches] {
     return watches.HasSynced() ? common::HttpReply{200, "ok\n"}
                                : common::HttpReply{503, "caches not synced\n"};
   };
+  auto scrape = [&metrics] {
+    return common::HttpReply{200, metrics.Render(),
+                             "text/plain; version=0.0.4"};
+  };
   auto server = common::HttpServer::Start(
-      "--health-addr", address, {{"/healthz", ok}, {"/readyz", ready}});
+      "--health-addr", address,
+      {{"/healthz", ok}, {"/readyz", ready}, {"/metrics", scrape}});
   if (server) {
-    spdlog::info("health: serving /healthz and /readyz on {}", address);
+    spdlog::info("health: serving /healthz, /readyz and /metrics on {}",
+                 address);
   }
   return server;
 }
 
 // Runs the controller until a signal (0) or a lost lease (1).
 int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
-                   const KubeClient& client,
+                   KubeClient& client,
                    const std::optional<LeaderElectionOptions>& election,
                    common::StopSignal& stop) {
   WorkQueue queue;
+  Metrics metrics(&queue, client.config().server, flags.workers);
+  queue.set_observer(&metrics);
+  client.set_observer(&metrics);
   Watches watches(client, {flags.watch_namespace, flags.kueue_workload_api,
                            flags.watch_timeout_s});
-  auto health = StartHealth(flags.health_address, watches);
+  auto health = StartHealth(flags.health_address, watches, metrics);
   if (!health) {
     spdlog::critical("{}", health.error());
     return 2;
@@ -111,7 +122,7 @@ int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
   Reconciler reconciler(watches.caches(), api, desired, &events);
   Controller controller(
       {flags.workers, std::chrono::minutes(flags.resync_minutes)}, watches,
-      queue, reconciler);
+      queue, reconciler, &metrics);
   // The caches fill while a standby waits for the lease.
   watches.Start(stop);
   int exit_code = 0;

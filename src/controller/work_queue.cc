@@ -3,12 +3,25 @@
 #include <algorithm>
 
 namespace fcc::controller {
+namespace {
+
+double Seconds(WorkQueue::Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
 
 void WorkQueue::AddLocked(const std::string& key) {
   if (shutting_down_ || dirty_.count(key)) return;
   dirty_.insert(key);
   if (processing_.count(key)) return;  // Done() re-queues it
+  Enqueue(key);
+}
+
+void WorkQueue::Enqueue(const std::string& key) {
   queue_.push_back(key);
+  queued_at_[key] = Clock::now();
+  if (observer_ != nullptr) observer_->Added();
   cv_.notify_one();
 }
 
@@ -30,6 +43,7 @@ std::chrono::milliseconds WorkQueue::AddRateLimited(const std::string& key) {
   std::chrono::milliseconds delay;
   {
     std::lock_guard lock(mu_);
+    if (observer_ != nullptr) observer_->Retried();
     const int n = std::min(failures_[key]++, 30);
     delay = std::min(max_delay_,
                      std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -58,7 +72,11 @@ std::optional<std::string> WorkQueue::Get() {
       std::string key = std::move(queue_.front());
       queue_.pop_front();
       dirty_.erase(key);
-      processing_.insert(key);
+      processing_[key] = now;
+      if (auto it = queued_at_.find(key); it != queued_at_.end()) {
+        if (observer_ != nullptr) observer_->Waited(Seconds(now - it->second));
+        queued_at_.erase(it);
+      }
       return key;
     }
     if (delayed_.empty()) {
@@ -71,17 +89,30 @@ std::optional<std::string> WorkQueue::Get() {
 
 void WorkQueue::Done(const std::string& key) {
   std::lock_guard lock(mu_);
-  processing_.erase(key);
-  if (dirty_.count(key) && !shutting_down_) {
-    queue_.push_back(key);
-    cv_.notify_one();
+  if (auto it = processing_.find(key); it != processing_.end()) {
+    if (observer_ != nullptr)
+      observer_->Worked(Seconds(Clock::now() - it->second));
+    processing_.erase(it);
   }
+  if (dirty_.count(key) && !shutting_down_) Enqueue(key);
 }
 
 void WorkQueue::ShutDown() {
   std::lock_guard lock(mu_);
   shutting_down_ = true;
   cv_.notify_all();
+}
+
+WorkQueue::InProgress WorkQueue::InProgressWork() const {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  InProgress work;
+  for (const auto& [key, since] : processing_) {
+    const double s = Seconds(now - since);
+    work.unfinished_seconds += s;
+    work.longest_seconds = std::max(work.longest_seconds, s);
+  }
+  return work;
 }
 
 size_t WorkQueue::Len() const {

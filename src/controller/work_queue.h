@@ -15,6 +15,16 @@
 
 namespace fcc::controller {
 
+// Hears what a WorkQueue does, for client-go's workqueue metrics.
+class WorkQueueObserver {
+ public:
+  virtual ~WorkQueueObserver() = default;
+  virtual void Added() = 0;                 // a key went into the queue
+  virtual void Waited(double seconds) = 0;  // from Add to Get
+  virtual void Worked(double seconds) = 0;  // from Get to Done
+  virtual void Retried() = 0;               // AddRateLimited
+};
+
 class WorkQueue {
  public:
   using Clock = std::chrono::steady_clock;
@@ -37,18 +47,30 @@ class WorkQueue {
   void ShutDown();
   size_t Len() const;
 
+  // Set before the queue is used; may be null.
+  void set_observer(WorkQueueObserver* observer) { observer_ = observer; }
+  struct InProgress {
+    double unfinished_seconds = 0;  // summed over keys being processed
+    double longest_seconds = 0;     // the key processed the longest
+  };
+  InProgress InProgressWork() const;
+
  private:
   void AddLocked(const std::string& key);
+  void Enqueue(const std::string& key);  // into queue_, mu_ held
 
   const std::chrono::milliseconds base_delay_, max_delay_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
-  std::set<std::string> dirty_;       // waiting in queue_ (or to re-queue)
-  std::set<std::string> processing_;  // handed out, Done() not yet called
+  std::set<std::string> dirty_;  // waiting in queue_ (or to re-queue)
+  // Handed out, Done() not yet called: since when.
+  std::map<std::string, Clock::time_point> processing_;
+  std::map<std::string, Clock::time_point> queued_at_;  // in queue_ since
   std::multimap<Clock::time_point, std::string> delayed_;
   std::map<std::string, int> failures_;
   bool shutting_down_ = false;
+  WorkQueueObserver* observer_ = nullptr;
 };
 
 }  // namespace fcc::controller
