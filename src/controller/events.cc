@@ -138,12 +138,12 @@ std::vector<EventSpec> StatusEvents(const json& before, const json& after,
 
 json EventObject(const json& regarding, const EventSpec& event,
                  const std::string& reporting_instance,
-                 const std::string& event_time) {
+                 const std::string& event_time, const std::string& unique) {
   const ObjectMeta meta(regarding);
   return json{{"apiVersion", "events.k8s.io/v1"},
               {"kind", "Event"},
               {"metadata",
-               {{"generateName", meta.name() + "."},
+               {{"name", meta.name() + "." + unique},
                 {"namespace", meta.namespace_name()}}},
               {"eventTime", event_time},
               {"reportingController", kReportingController},
@@ -165,9 +165,13 @@ json EventObject(const json& regarding, const EventSpec& event,
 void KubeEventRecorder::Record(const json& regarding, const EventSpec& event) {
   const std::string key = ObjectKey(regarding);
   try {
+    const auto now = std::chrono::system_clock::now();
+    const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           now.time_since_epoch())
+                           .count();
     const json body =
-        EventObject(regarding, event, instance_,
-                    FormatMicroTime(std::chrono::system_clock::now()));
+        EventObject(regarding, event, instance_, FormatMicroTime(now),
+                    fmt::format("{:x}", nanos));
     const HttpResponse response =
         api_.Create(CollectionPath("events.k8s.io/v1", "events",
                                    ObjectMeta(regarding).namespace_name()),

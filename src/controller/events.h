@@ -38,12 +38,15 @@ struct EventSpec {
 std::vector<EventSpec> StatusEvents(const nlohmann::json& before,
                                     const nlohmann::json& after, bool queued);
 
-// The events.k8s.io/v1 Event about `regarding` (a MiniCluster as stored).
-// Named by the API server from "<name>." (metadata.generateName).
+// The events.k8s.io/v1 Event about `regarding` (a MiniCluster as stored),
+// named "<name>.<unique>" as client-go names them (`unique`: the time in
+// hex nanoseconds). Not generateName: the API server checks "<name>." as a
+// name, which a trailing dot is not.
 nlohmann::json EventObject(const nlohmann::json& regarding,
                            const EventSpec& event,
                            const std::string& reporting_instance,
-                           const std::string& event_time);
+                           const std::string& event_time,
+                           const std::string& unique);
 
 // What the reconciler calls; must never throw nor fail a reconcile.
 class EventRecorder {

@@ -141,13 +141,13 @@ TEST(StatusEvents, NoteFitsTheApiLimitWithoutSplittingUtf8) {
 TEST(EventObject, IsAnEventsV1EventAboutTheMiniCluster) {
   json mc = MiniClusterObject();
   mc["metadata"]["resourceVersion"] = "42";
-  const json event =
-      EventObject(mc, {"Warning", "JobNameTaken", "Create", "in the way"},
-                  std::string(200, 'h'), "2026-01-02T03:04:05.123456Z");
+  const json event = EventObject(
+      mc, {"Warning", "JobNameTaken", "Create", "in the way"},
+      std::string(200, 'h'), "2026-01-02T03:04:05.123456Z", "1881c0b2a4e5f000");
   EXPECT_EQ(event["apiVersion"], "events.k8s.io/v1");
   EXPECT_EQ(event["kind"], "Event");
-  EXPECT_EQ(event["metadata"],
-            (json{{"generateName", "demo."}, {"namespace", "science"}}));
+  EXPECT_EQ(event["metadata"], (json{{"name", "demo.1881c0b2a4e5f000"},
+                                     {"namespace", "science"}}));
   EXPECT_EQ(event["eventTime"], "2026-01-02T03:04:05.123456Z");
   EXPECT_EQ(event["reportingController"],
             "minicluster.dev/minicluster-controller");
