@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_lib import (API, REPO, Controller, Watcher, apply, check, check_eq, cond_true,  # noqa: E402
@@ -100,6 +101,42 @@ def states_seen(watcher, name):
         if s and (not seen or seen[-1] != s):
             seen.append(s)
     return seen
+
+
+def mc_events(ns, name):
+    """events.k8s.io/v1 Events about MiniCluster `name`, oldest first."""
+    out = kubectl("get", "events.events.k8s.io", "-n", ns, "-o", "json",
+                  f"--field-selector=regarding.name={name},regarding.kind=MiniCluster").stdout
+    evs = json.loads(out)["items"]
+    for e in evs:
+        check_eq(e.get("reportingController"), "minicluster.dev/minicluster-controller",
+                 f"reportingController of event {e['metadata']['name']}")
+        check(e.get("reportingInstance") and e.get("action") and e.get("eventTime"),
+              f"event without reportingInstance, action or eventTime: {e}")
+        check_eq(e["regarding"].get("apiVersion"), API, "event regarding.apiVersion")
+    return sorted(evs, key=lambda e: e["eventTime"])
+
+
+def reasons(ns, name):
+    return [e["reason"] for e in mc_events(ns, name)]
+
+
+def wait_reasons(ns, name, want, timeout=30):
+    """Waits until the MiniCluster's event reasons are exactly `want`."""
+    wait_for(f"events {want} on {ns}/{name}", lambda: reasons(ns, name) == want, timeout)
+
+
+def scrape(ctl):
+    """{series: value} from the controller's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{ctl.health_port}/metrics", timeout=5) as r:
+        check_eq(r.status, 200, "GET /metrics")
+        text = r.read().decode()
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            series[name] = float(value)
+    return series
 
 
 def test_lifecycle(work):
@@ -213,6 +250,19 @@ def test_lifecycle(work):
         wait_for("pods of held deleted after suspend", lambda: job_pods(ns, "held") == [])
         log("held: spec.suspend false -> Running, true -> Queued (pods deleted)")
 
+        # One event per state change, none per reconcile.
+        wait_reasons(ns, "eph", ["Queued", "Started", "Completed"])
+        wait_reasons(ns, "pers", ["Queued", "Started", "Failed"])
+        wait_reasons(ns, "queued", ["Queued"])
+        wait_reasons(ns, "held", ["Queued", "Started", "Suspended"])
+        failed = mc_events(ns, "pers")[-1]
+        check_eq(failed["type"], "Warning", "type of event Failed")
+        check(failed["note"].startswith(condition(get("minicluster", "pers", ns), "Failed")["reason"]),
+              f"event Failed note: {failed['note']!r}")
+        check_eq(mc_events(ns, "eph")[-1]["regarding"]["uid"],
+                 get("minicluster", "eph", ns)["metadata"]["uid"], "event regarding.uid")
+        log("events: eph Queued, Started, Completed; pers ... Failed; held ... Suspended")
+
         # Level-triggered and idempotent: events that change nothing the
         # controller cares about (annotations) cause no writes, though the
         # server defaulted fields in what it stored.
@@ -229,6 +279,8 @@ def test_lifecycle(work):
         ctl.wait_ready()
         time.sleep(3)
         check_eq(ctl.actions(), [], "writes by a restarted controller")
+        check_eq(reasons(ns, "eph"), ["Queued", "Started", "Completed"],
+                 "eph events after a controller restart")
 
         # Deleting a MiniCluster garbage-collects its Job, Service and pods.
         for name in specs:
@@ -440,6 +492,12 @@ def test_name_taken(work):
         c["reason"] == "JobNameTaken" for c in get("minicluster", "taken", ns)["status"]["conditions"]))
     check_eq(get("job", "taken", ns)["metadata"].get("ownerReferences"), None,
              "foreign Job ownerReferences")
+    wait_reasons(ns, "taken", ["JobNameTaken"])
+    taken = mc_events(ns, "taken")[0]
+    check_eq((taken["type"], taken["action"]), ("Warning", "Create"), "JobNameTaken type, action")
+    wait_for("two retries", lambda: ctl.count(r"minicluster e2e-taken/taken: retrying") >= 2,
+             timeout=30)
+    check_eq(reasons(ns, "taken"), ["JobNameTaken"], "events after retries")
     kubectl("delete", "job", "taken", "-n", ns, "--cascade=foreground", "--wait=true", "--timeout=60s")
     mc = get("minicluster", "taken", ns)
     job = wait_for("the MiniCluster's own Job",
@@ -447,6 +505,28 @@ def test_name_taken(work):
                    and get("job", "taken", ns), timeout=30)
     check_owned(job, mc, "Job taken")
     wait_state(ns, "taken", "Running")
+    wait_reasons(ns, "taken", ["JobNameTaken", "Queued", "Started"])
+    # Metrics after those reconciles: requeues while the name was taken,
+    # then successes.
+    m = scrape(ctl)
+    total = 'controller_runtime_reconcile_total{controller="minicluster",result="%s"}'
+    check(m.get(total % "success", 0) >= 1, f"no successful reconcile counted: {m.get(total % 'success')}")
+    check(m.get(total % "requeue", 0) >= 2, f"requeues (JobNameTaken) counted: {m.get(total % 'requeue')}")
+    check_eq(m.get(total % "requeue_after"), 0.0, "requeue_after (never used) exposed at 0")
+    queue = '{controller="minicluster",name="minicluster"}'
+    for series in ("workqueue_depth", "workqueue_adds_total", "workqueue_retries_total",
+                   "workqueue_queue_duration_seconds_count", "workqueue_longest_running_processor_seconds"):
+        check(series + queue in m, f"{series} not exposed")
+    check(m["workqueue_retries_total" + queue] >= 2, "work queue retries")
+    check(m['controller_runtime_reconcile_time_seconds_count{controller="minicluster"}'] >= 3,
+          "reconcile time observed")
+    host = os.environ["FCC_CP_APISERVER"].split("://", 1)[1]
+    rest = 'rest_client_requests_total{code="%s",host="' + host + '",method="%s"}'
+    check(m.get(rest % ("409", "POST"), 0) >= 2, "409 on the Job create counted")
+    check(m.get(rest % ("201", "POST"), 0) >= 1, "created Service and events counted")
+    check(m.get(rest % ("200", "GET"), 0) >= 1, "list/get counted")
+    check(not [k for k in m if "taken" in k or ns in k], "a MiniCluster name or namespace in a label")
+    log("metrics: reconciles by result, work queue, rest client requests by code")
 
 
 def test_service_name_taken(work):
@@ -469,6 +549,7 @@ def test_service_name_taken(work):
     check_eq(svc["spec"].get("selector"), theirs["spec"].get("selector"), "foreign Service selector")
     check_eq(svc["metadata"].get("ownerReferences"), None, "foreign Service ownerReferences")
     check_eq(get("job", "svc-taken", ns), None, "Job made while the Service name is taken")
+    check_eq(reasons(ns, "svc-taken"), ["ServiceNameTaken"], "events while the Service is in the way")
     kubectl("delete", "service", "svc-taken", "-n", ns, "--wait=true", "--timeout=60s")
     mc = get("minicluster", "svc-taken", ns)
     svc = wait_for("the MiniCluster's own Service",
@@ -478,6 +559,42 @@ def test_service_name_taken(work):
     job = wait_for("the MiniCluster's own Job", lambda: get("job", "svc-taken", ns), timeout=30)
     check_owned(job, mc, "Job svc-taken")
     check(ctl.alive(), "controller exited")
+
+
+def test_invalid_spec_event(work):
+    """A spec the controller refuses gives one InvalidSpec Warning event. The
+    CRD refuses every such spec first, so the test loosens it (as an older
+    CRD would be): without its name-length rule, a name too long for
+    spec.size reaches the controller's own checks."""
+    ns = "e2e-invalid"
+    create_namespace(ns)
+    ctl = Controller(work, "invalid")
+    ctl.wait_ready()
+    name = "n" * 60  # "<name>-999" is 64 characters: no valid pod hostname
+    try:
+        kubectl("patch", "crd", "miniclusters.minicluster.dev", "--type=json", "-p", json.dumps(
+            [{"op": "remove", "path": "/spec/versions/0/schema/openAPIV3Schema/x-kubernetes-validations"}]))
+        wait_for("the loosened CRD to admit the name",
+                 lambda: kubectl("apply", "-f", "-", input=json.dumps(
+                     minicluster(name, ns, size=1000)), check_rc=False).returncode == 0, timeout=30)
+        mc = wait_state(ns, name, "Failed")
+        check_eq(condition(mc, "Failed")["reason"], "InvalidSpec", "Failed reason")
+        wait_reasons(ns, name, ["InvalidSpec"])
+        ev = mc_events(ns, name)[0]
+        check_eq((ev["type"], ev["action"]), ("Warning", "Validate"), "InvalidSpec type, action")
+        check("metadata.name: too long for spec.size" in ev["note"], f"InvalidSpec note: {ev['note']!r}")
+        patch("minicluster", name, ns, {"metadata": {"annotations": {"poke": "1"}}})
+        time.sleep(2)
+        check_eq(reasons(ns, name), ["InvalidSpec"], "events after a no-op change")
+        check_eq(get("job", name, ns), None, "Job of an invalid MiniCluster")
+        log("invalid spec: Failed/InvalidSpec, one Warning event naming the field")
+    finally:
+        kubectl("delete", "minicluster", name, "-n", ns, "--ignore-not-found", "--wait=true")
+        # Back to the CRD as shipped, for the tests after this one.
+        kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                os.path.join(REPO, "deploy", "controller", "crd.yaml"))
+        check("x-kubernetes-validations" in json.dumps(get("crd", "miniclusters.minicluster.dev")),
+              "the CRD's CEL rules were not restored")
 
 
 def test_deployed_rbac(work):
@@ -585,4 +702,4 @@ def test_in_cluster_token_rotation(work):
 
 if __name__ == "__main__":
     main([test_lifecycle, test_pod_fields, test_name_taken, test_service_name_taken,
-          test_deployed_rbac, test_in_cluster_token_rotation])
+          test_invalid_spec_event, test_deployed_rbac, test_in_cluster_token_rotation])

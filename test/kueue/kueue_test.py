@@ -82,6 +82,18 @@ def items(kind, ns=NS, selector=None):
     return e2e_lib.items(kind, ns, selector)
 
 
+def reasons(name):
+    """Reasons of the events.k8s.io Events about MiniCluster `name`, oldest first."""
+    out = kubectl("get", "events.events.k8s.io", "-n", NS, "-o", "json",
+                  f"--field-selector=regarding.name={name},regarding.kind=MiniCluster").stdout
+    evs = sorted(json.loads(out)["items"], key=lambda e: e["eventTime"])
+    return [e["reason"] for e in evs]
+
+
+def wait_reasons(name, want, timeout=30):
+    wait_for(f"events {want} on MiniCluster {name}", lambda: reasons(name) == want, timeout)
+
+
 APPLIED = set()  # example files applied, so the test can prove it used them all
 
 
@@ -515,6 +527,9 @@ def scenario(work, kueue, controller, pods_watch, jobs_watch):
     wait_for(f"{waiting} admitted after {first} finished", lambda: admitted_running(waiting), timeout=90)
     run_pods(waiting)
     log(f"ok - index 0 of {first} Succeeded -> Job Complete, Workload Finished, {waiting} admitted and Running")
+    wait_reasons(first, ["Queued", "Admitted", "Completed"])
+    wait_reasons(waiting, ["Queued", "Admitted"])
+    log(f"ok - events: {first} Queued, Admitted, Completed; {waiting} Queued, Admitted")
 
     # --- 2. a persistent MiniCluster holds its quota until deleted
     finish(second)  # frees 4 CPU for the persistent one
@@ -576,6 +591,10 @@ def scenario(work, kueue, controller, pods_watch, jobs_watch):
     wait_for(f"{victim} re-admitted after urgent finished", lambda: admitted_running(victim), timeout=90)
     run_pods(victim)
     log(f"ok - urgent Succeeded -> {victim} re-admitted, new pods, Running again")
+    # Both candidates were admitted once before the preemption.
+    victim_events = ["Queued", "Admitted", "Preempted", "Admitted"]
+    wait_reasons(victim, victim_events)
+    log(f"ok - events of {victim}: {victim_events}")
     for n in (victim, survivor):
         finish(n)
     log("ok - the remaining MiniClusters completed")
