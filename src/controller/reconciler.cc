@@ -1,5 +1,6 @@
 #include "controller/reconciler.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -15,9 +16,7 @@ using nlohmann::json;
 
 // The Job in an API response, trimmed like the cache's, if it is one that
 // the MiniCluster `uid` controls (a test double may answer with anything).
-std::optional<json> ControlledJob(const std::string& body,
-                                  const std::string& uid) {
-  json job = json::parse(body, nullptr, false);
+std::optional<json> ControlledJob(json job, const std::string& uid) {
   if (!job.is_object() || !ControlledBy(job, uid)) return std::nullopt;
   TrimJobForCache(job);
   return job;
@@ -176,81 +175,91 @@ ReconcileResult Reconciler::Apply(const std::string& key,
   return ReconcileResult::Retry(RetryReason::kWriteFailed, what);
 }
 
-Reconciler::Created Reconciler::CreateJob(const std::string& key,
-                                          const Action& action,
-                                          const std::string& uid) {
+Reconciler::CreateOutcome Reconciler::CreateOrFind(const std::string& key,
+                                                   const Action& action,
+                                                   const std::string& uid,
+                                                   std::string_view kind) {
+  using Kind = CreateOutcome::Kind;
   const HttpResponse response =
       api_.Create(action.path, action.body, action.field_manager);
   if (response.ok()) {
     spdlog::info("minicluster {}: {}", key, ActionName(action.kind));
-    return {ReconcileResult::Done(), ControlledJob(response.body, uid)};
+    return {Kind::kCreated, json::parse(response.body, nullptr, false), ""};
   }
-  if (response.status == 409) return ResolveCreateConflict(key, action, uid);
-  const std::string what = "create Job failed: " + response.Describe();
-  spdlog::warn("minicluster {}: {}", key, what);
-  return {ReconcileResult::Retry(RetryReason::kWriteFailed, what),
+  if (response.status != 409) {
+    std::string what =
+        fmt::format("create {} failed: {}", kind, response.Describe());
+    spdlog::warn("minicluster {}: {}", key, what);
+    return {Kind::kFailed, nullptr, std::move(what)};
+  }
+  const HttpResponse got =
+      api_.Get(action.path + "/" + ObjectMeta(action.body).name());
+  json existing = json::parse(got.body, nullptr, false);
+  if (!got.ok() || !existing.is_object()) {
+    std::string what =
+        fmt::format("create {}: 409, then get: {}", kind, got.Describe());
+    spdlog::warn("minicluster {}: {}", key, what);
+    return {Kind::kLookupFailed, nullptr, std::move(what)};
+  }
+  if (ControlledBy(existing, uid)) {
+    return {Kind::kOurs, std::move(existing), ""};
+  }
+  spdlog::info(
+      "minicluster {}: a {} of that name exists that it does not control; "
+      "retrying",
+      key, kind);
+  return {Kind::kTheirs, std::move(existing), ""};
+}
+
+Reconciler::Created Reconciler::CreateJob(const std::string& key,
+                                          const Action& action,
+                                          const std::string& uid) {
+  using Kind = CreateOutcome::Kind;
+  CreateOutcome created = CreateOrFind(key, action, uid, "Job");
+  switch (created.kind) {
+    case Kind::kCreated:
+      return {ReconcileResult::Done(),
+              ControlledJob(std::move(created.object), uid)};
+    case Kind::kOurs:
+      TrimJobForCache(created.object);
+      return {ReconcileResult::Done(), std::move(created.object)};
+    case Kind::kTheirs:
+      // The status step then shows JobNameTaken; retried with back-off
+      // until the name is free.
+      TrimJobForCache(created.object);
+      return {ReconcileResult::Retry(RetryReason::kJobNameTaken,
+                                     "a Job of that name is in the way"),
+              std::move(created.object)};
+    case Kind::kLookupFailed:
+      return {ReconcileResult::Retry(RetryReason::kJobLookupFailed,
+                                     std::move(created.what)),
+              std::nullopt, true};
+    case Kind::kFailed:
+      break;
+  }
+  return {ReconcileResult::Retry(RetryReason::kWriteFailed,
+                                 std::move(created.what)),
           std::nullopt};
 }
 
 ReconcileResult Reconciler::CreateService(const std::string& key,
                                           const Action& action,
                                           const std::string& uid) {
-  const HttpResponse response =
-      api_.Create(action.path, action.body, action.field_manager);
-  if (response.ok()) {
-    spdlog::info("minicluster {}: {}", key, ActionName(action.kind));
-    return ReconcileResult::Done();
+  using Kind = CreateOutcome::Kind;
+  CreateOutcome created = CreateOrFind(key, action, uid, "Service");
+  switch (created.kind) {
+    case Kind::kCreated:
+    case Kind::kOurs:
+      return ReconcileResult::Done();
+    case Kind::kTheirs:
+      return ReconcileResult::Retry(RetryReason::kServiceNameTaken,
+                                    "a Service of that name is in the way");
+    case Kind::kFailed:
+    case Kind::kLookupFailed:
+      break;
   }
-  if (response.status != 409) {
-    const std::string what = "create Service failed: " + response.Describe();
-    spdlog::warn("minicluster {}: {}", key, what);
-    return ReconcileResult::Retry(RetryReason::kWriteFailed, what);
-  }
-  // Ours, created before the cache saw it; or another's, which the
-  // label-filtered cache never shows.
-  const HttpResponse got =
-      api_.Get(action.path + "/" + ObjectMeta(action.body).name());
-  const json existing = json::parse(got.body, nullptr, false);
-  if (!got.ok() || !existing.is_object()) {
-    const std::string what = "create Service: 409, then get: " + got.Describe();
-    spdlog::warn("minicluster {}: {}", key, what);
-    return ReconcileResult::Retry(RetryReason::kWriteFailed, what);
-  }
-  if (ControlledBy(existing, uid)) return ReconcileResult::Done();
-  spdlog::info(
-      "minicluster {}: a Service of that name exists that it does not "
-      "control; retrying",
-      key);
-  return ReconcileResult::Retry(RetryReason::kServiceNameTaken,
-                                "a Service of that name is in the way");
-}
-
-// Either we created the Job meanwhile (its watch brings it to the cache),
-// or a Job of that name without our label is in the way: the
-// label-filtered cache never sees it, so look it up.
-Reconciler::Created Reconciler::ResolveCreateConflict(const std::string& key,
-                                                      const Action& action,
-                                                      const std::string& uid) {
-  const HttpResponse got =
-      api_.Get(action.path + "/" + ObjectMeta(action.body).name());
-  json existing = json::parse(got.body, nullptr, false);
-  if (!got.ok() || !existing.is_object()) {
-    const std::string what = "create Job: 409, then get: " + got.Describe();
-    spdlog::warn("minicluster {}: {}", key, what);
-    return {ReconcileResult::Retry(RetryReason::kJobLookupFailed, what),
-            std::nullopt, true};
-  }
-  TrimJobForCache(existing);
-  if (ControlledBy(existing, uid)) return {ReconcileResult::Done(), existing};
-  spdlog::info(
-      "minicluster {}: a Job of that name exists that it does not control; "
-      "retrying",
-      key);
-  // The status step then shows JobNameTaken; retried with back-off until
-  // the name is free.
-  return {ReconcileResult::Retry(RetryReason::kJobNameTaken,
-                                 "a Job of that name is in the way"),
-          std::move(existing)};
+  return ReconcileResult::Retry(RetryReason::kWriteFailed,
+                                std::move(created.what));
 }
 
 }  // namespace fcc::controller

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controller/events.h"
@@ -88,13 +89,22 @@ class Reconciler {
   ReconcileResult Execute(const std::string& key, const Snapshot& snapshot,
                           const std::vector<Action>& plan,
                           const std::string& now);
+  // What creating an object came to. After a 409 the object of that name
+  // is looked up: ours (made before the cache saw it), or another's, which
+  // the label-filtered cache never shows.
+  struct CreateOutcome {
+    enum class Kind { kCreated, kOurs, kTheirs, kFailed, kLookupFailed };
+    Kind kind = Kind::kFailed;
+    nlohmann::json object;  // as the API server has it (created or found)
+    std::string what;       // why, for the failures
+  };
+  CreateOutcome CreateOrFind(const std::string& key, const Action& action,
+                             const std::string& uid, std::string_view kind);
   Created CreateJob(const std::string& key, const Action& action,
                     const std::string& uid);
   // Creates the Service; kServiceNameTaken if one of that name exists that
   // the MiniCluster `uid` does not control (it is left as it is).
   ReconcileResult CreateService(const std::string& key, const Action& action,
-                                const std::string& uid);
-  Created ResolveCreateConflict(const std::string& key, const Action& action,
                                 const std::string& uid);
   ReconcileResult Apply(const std::string& key, const Action& action);
   // Applies a status and records the events its change calls for.
