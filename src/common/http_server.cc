@@ -58,13 +58,14 @@ int LogCivetwebMessage(const mg_connection*, const char* message) {
   return 1;
 }
 
-void Reply(mg_connection* conn, const HttpReply& reply) {
+// HEAD gets GET's status and headers without the body.
+void Reply(mg_connection* conn, const HttpReply& reply, bool head = false) {
   mg_response_header_start(conn, reply.status);
   mg_response_header_add(conn, "Content-Type", reply.content_type.c_str(), -1);
   const std::string length = std::to_string(reply.body.size());
   mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
   mg_response_header_send(conn);
-  mg_write(conn, reply.body.data(), reply.body.size());
+  if (!head) mg_write(conn, reply.body.data(), reply.body.size());
 }
 
 // True if the connection was started (non-blocking: it completes later).
@@ -91,10 +92,11 @@ int HttpServer::Serve(mg_connection* conn, void* self) {
   const auto route = std::ranges::find(routes, uri, &HttpRoute::path);
   if (route == routes.end()) {
     Reply(conn, {404, "not found\n"});
-  } else if (std::string_view(request->request_method) != "GET") {
-    Reply(conn, {405, "only GET\n"});
+  } else if (const std::string_view method = request->request_method;
+             method == "GET" || method == "HEAD") {
+    Reply(conn, route->handler(), method == "HEAD");
   } else {
-    Reply(conn, route->handler());
+    Reply(conn, {405, "only GET and HEAD\n"});
   }
   return 1;  // answered
 }

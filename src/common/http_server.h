@@ -35,7 +35,7 @@ struct HttpReply {
   std::string content_type = "text/plain";
 };
 struct HttpRoute {
-  std::string path;  // answered on GET
+  std::string path;  // answered on GET (and HEAD)
   std::function<HttpReply()> handler;
 };
 

@@ -150,12 +150,19 @@ TEST(HttpServer, ASecondServerOnTheSamePortFails) {
       << second.error();
 }
 
-TEST(HttpServer, OnlyGetIsAnswered) {
-  auto server = HttpServer::Start("--x", "127.0.0.1:0",
-                                  {{"/healthz", [] { return HttpReply{}; }}});
+// HEAD as well as GET: probes and scripts use both (curl -I).
+TEST(HttpServer, OnlyGetAndHeadAreAnswered) {
+  auto server = HttpServer::Start(
+      "--x", "127.0.0.1:0",
+      {{"/readyz", [] { return HttpReply{503, "not yet\n"}; }}});
   ASSERT_TRUE(server) << server.error();
   httplib::Client client("127.0.0.1", (*server)->port());
-  auto post = client.Post("/healthz", "x", "text/plain");
+  auto head = client.Head("/readyz");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 503);
+  EXPECT_EQ(head->body, "");
+  EXPECT_EQ(head->get_header_value("Content-Length"), "8");
+  auto post = client.Post("/readyz", "x", "text/plain");
   ASSERT_TRUE(post);
   EXPECT_EQ(post->status, 405);
 }
