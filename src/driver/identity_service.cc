@@ -1,7 +1,6 @@
 #include "driver/identity_service.h"
 
 #include "common/names.h"
-#include "driver/rpc.h"
 
 namespace fcc::driver {
 namespace {
@@ -29,25 +28,14 @@ csi::v1::ProbeResponse HandleProbe() {
   return response;
 }
 
-grpc::ServerUnaryReactor* IdentityService::GetPluginInfo(
-    grpc::CallbackServerContext* context, const csi::v1::GetPluginInfoRequest*,
-    csi::v1::GetPluginInfoResponse* response) {
-  return ServeRpc(context, kPluginInfoRpc, nullptr, response,
-                  HandleGetPluginInfo);
-}
-
-grpc::ServerUnaryReactor* IdentityService::GetPluginCapabilities(
-    grpc::CallbackServerContext* context,
-    const csi::v1::GetPluginCapabilitiesRequest*,
-    csi::v1::GetPluginCapabilitiesResponse* response) {
-  return ServeRpc(context, kPluginCapabilitiesRpc, nullptr, response,
-                  HandleGetPluginCapabilities);
-}
-
-grpc::ServerUnaryReactor* IdentityService::Probe(
-    grpc::CallbackServerContext* context, const csi::v1::ProbeRequest*,
-    csi::v1::ProbeResponse* response) {
-  return ServeRpc(context, kProbeRpc, nullptr, response, HandleProbe);
+void IdentityService::ServeOn(RpcServer& server) {
+  using Async = csi::v1::Identity::AsyncService;
+  ServeUnary(server, service_, &Async::RequestGetPluginInfo, kPluginInfoRpc,
+             nullptr, HandleGetPluginInfo);
+  ServeUnary(server, service_, &Async::RequestGetPluginCapabilities,
+             kPluginCapabilitiesRpc, nullptr, HandleGetPluginCapabilities);
+  ServeUnary(server, service_, &Async::RequestProbe, kProbeRpc, nullptr,
+             HandleProbe);
 }
 
 }  // namespace fcc::driver

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "csi.grpc.pb.h"
+#include "driver/rpc.h"
 
 namespace fcc::driver {
 
@@ -13,19 +14,16 @@ csi::v1::GetPluginCapabilitiesResponse HandleGetPluginCapabilities();
 // has loaded.
 csi::v1::ProbeResponse HandleProbe();
 
-class IdentityService final : public csi::v1::Identity::CallbackService {
+class IdentityService final {
  public:
-  grpc::ServerUnaryReactor* GetPluginInfo(
-      grpc::CallbackServerContext* context,
-      const csi::v1::GetPluginInfoRequest* request,
-      csi::v1::GetPluginInfoResponse* response) override;
-  grpc::ServerUnaryReactor* GetPluginCapabilities(
-      grpc::CallbackServerContext* context,
-      const csi::v1::GetPluginCapabilitiesRequest* request,
-      csi::v1::GetPluginCapabilitiesResponse* response) override;
-  grpc::ServerUnaryReactor* Probe(grpc::CallbackServerContext* context,
-                                  const csi::v1::ProbeRequest* request,
-                                  csi::v1::ProbeResponse* response) override;
+  // For grpc::ServerBuilder::RegisterService.
+  grpc::Service* service() { return &service_; }
+  // Serves every Identity RPC on `server`, which `service()` was registered
+  // with.
+  void ServeOn(RpcServer& server);
+
+ private:
+  csi::v1::Identity::AsyncService service_;
 };
 
 }  // namespace fcc::driver

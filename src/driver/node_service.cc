@@ -60,37 +60,29 @@ NodeService::NodeService(std::string node_id, Publisher& publisher,
       metrics_(metrics),
       policy_(std::move(policy)) {}
 
-grpc::ServerUnaryReactor* NodeService::NodePublishVolume(
-    grpc::CallbackServerContext* context,
-    const csi::v1::NodePublishVolumeRequest* request,
-    csi::v1::NodePublishVolumeResponse* response) {
-  return ServeRpc(context, kPublishRpc, metrics_, response, [&] {
-    return HandleNodePublishVolume(*request, publisher_, policy_);
-  });
-}
-
-grpc::ServerUnaryReactor* NodeService::NodeUnpublishVolume(
-    grpc::CallbackServerContext* context,
-    const csi::v1::NodeUnpublishVolumeRequest* request,
-    csi::v1::NodeUnpublishVolumeResponse* response) {
-  return ServeRpc(context, kUnpublishRpc, metrics_, response, [&] {
-    return HandleNodeUnpublishVolume(*request, publisher_, policy_);
-  });
-}
-
-grpc::ServerUnaryReactor* NodeService::NodeGetCapabilities(
-    grpc::CallbackServerContext* context,
-    const csi::v1::NodeGetCapabilitiesRequest*,
-    csi::v1::NodeGetCapabilitiesResponse* response) {
-  return ServeRpc(context, kCapabilitiesRpc, metrics_, response,
-                  HandleNodeGetCapabilities);
-}
-
-grpc::ServerUnaryReactor* NodeService::NodeGetInfo(
-    grpc::CallbackServerContext* context, const csi::v1::NodeGetInfoRequest*,
-    csi::v1::NodeGetInfoResponse* response) {
-  return ServeRpc(context, kInfoRpc, metrics_, response,
-                  [this] { return HandleNodeGetInfo(node_id_); });
+void NodeService::ServeOn(RpcServer& server) {
+  using Async = csi::v1::Node::AsyncService;
+  ServeUnary(server, service_, &Async::RequestNodePublishVolume, kPublishRpc,
+             metrics_, [this](const csi::v1::NodePublishVolumeRequest& r) {
+               return HandleNodePublishVolume(r, publisher_, policy_);
+             });
+  ServeUnary(server, service_, &Async::RequestNodeUnpublishVolume,
+             kUnpublishRpc, metrics_,
+             [this](const csi::v1::NodeUnpublishVolumeRequest& r) {
+               return HandleNodeUnpublishVolume(r, publisher_, policy_);
+             });
+  ServeUnary(server, service_, &Async::RequestNodeGetCapabilities,
+             kCapabilitiesRpc, metrics_, HandleNodeGetCapabilities);
+  ServeUnary(server, service_, &Async::RequestNodeGetInfo, kInfoRpc, metrics_,
+             [this] { return HandleNodeGetInfo(node_id_); });
+  RefuseUnary(server, service_, &Async::RequestNodeStageVolume,
+              {"NodeStageVolume"});
+  RefuseUnary(server, service_, &Async::RequestNodeUnstageVolume,
+              {"NodeUnstageVolume"});
+  RefuseUnary(server, service_, &Async::RequestNodeGetVolumeStats,
+              {"NodeGetVolumeStats"});
+  RefuseUnary(server, service_, &Async::RequestNodeExpandVolume,
+              {"NodeExpandVolume"});
 }
 
 }  // namespace fcc::driver

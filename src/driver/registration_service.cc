@@ -86,21 +86,15 @@ pluginregistration::RegistrationStatusResponse HandleNotifyRegistrationStatus(
   return {};
 }
 
-grpc::ServerUnaryReactor* RegistrationService::GetInfo(
-    grpc::CallbackServerContext* context,
-    const pluginregistration::InfoRequest*,
-    pluginregistration::PluginInfo* response) {
-  return ServeRpc(context, kGetInfoRpc, nullptr, response,
-                  [this] { return HandleGetInfo(info_); });
-}
-
-grpc::ServerUnaryReactor* RegistrationService::NotifyRegistrationStatus(
-    grpc::CallbackServerContext* context,
-    const pluginregistration::RegistrationStatus* request,
-    pluginregistration::RegistrationStatusResponse* response) {
-  return ServeRpc(context, kNotifyRpc, nullptr, response, [&] {
-    return HandleNotifyRegistrationStatus(*request, info_, state_);
-  });
+void RegistrationService::ServeOn(RpcServer& server) {
+  using Async = pluginregistration::Registration::AsyncService;
+  ServeUnary(server, service_, &Async::RequestGetInfo, kGetInfoRpc, nullptr,
+             [this] { return HandleGetInfo(info_); });
+  ServeUnary(server, service_, &Async::RequestNotifyRegistrationStatus,
+             kNotifyRpc, nullptr,
+             [this](const pluginregistration::RegistrationStatus& r) {
+               return HandleNotifyRegistrationStatus(r, info_, state_);
+             });
 }
 
 }  // namespace fcc::driver

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "driver/rpc.h"
 #include "pluginregistration.grpc.pb.h"
 
 namespace fcc::driver {
@@ -53,23 +54,20 @@ pluginregistration::RegistrationStatusResponse HandleNotifyRegistrationStatus(
     const pluginregistration::RegistrationStatus& request,
     const pluginregistration::PluginInfo& info, RegistrationState& state);
 
-class RegistrationService final
-    : public pluginregistration::Registration::CallbackService {
+class RegistrationService final {
  public:
   RegistrationService(pluginregistration::PluginInfo info,
                       RegistrationState& state)
       : info_(std::move(info)), state_(state) {}
 
-  grpc::ServerUnaryReactor* GetInfo(
-      grpc::CallbackServerContext* context,
-      const pluginregistration::InfoRequest* request,
-      pluginregistration::PluginInfo* response) override;
-  grpc::ServerUnaryReactor* NotifyRegistrationStatus(
-      grpc::CallbackServerContext* context,
-      const pluginregistration::RegistrationStatus* request,
-      pluginregistration::RegistrationStatusResponse* response) override;
+  // For grpc::ServerBuilder::RegisterService.
+  grpc::Service* service() { return &service_; }
+  // Serves GetInfo and NotifyRegistrationStatus on `server`, which
+  // `service()` was registered with.
+  void ServeOn(RpcServer& server);
 
  private:
+  pluginregistration::Registration::AsyncService service_;
   const pluginregistration::PluginInfo info_;
   RegistrationState& state_;
 };

@@ -130,36 +130,6 @@ std::expected<SocketPaths, std::string> ResolveSocketPaths(
   return paths;
 }
 
-// Starts a gRPC server on the unix socket `path`. Only root (kubelet) may
-// connect: the socket is created 0600. CSI requests are a few KiB at most
-// (a service-account token is the largest part), so a request is capped far
-// below gRPC's 4 MiB default, and so are the calls one connection may have
-// in flight: a confused or hostile client cannot make the driver buffer
-// megabytes or run unbounded handlers.
-std::unique_ptr<grpc::Server> ServeUnixSocket(
-    const std::string& path, std::initializer_list<grpc::Service*> services) {
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             kMaxStreamsPerConnection);
-  for (grpc::Service* service : services) builder.RegisterService(service);
-  const mode_t old_umask = umask(0077);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  umask(old_umask);
-  if (server) chmod(path.c_str(), 0600);
-  return server;
-}
-
-// In-flight calls finish (a publish is seconds at worst); new calls are
-// refused, and kubelet retries whatever was refused.
-void StopServer(grpc::Server& server, const std::string& path,
-                std::chrono::seconds grace) {
-  server.Shutdown(std::chrono::system_clock::now() + grace);
-  server.Wait();
-  unlink(path.c_str());
-}
-
 void LogMountApi(const LinuxHostFs& host_fs, const ServeOptions& options) {
   if (host_fs.api() == MountApi::kMount) {
     spdlog::warn(
@@ -245,7 +215,7 @@ std::expected<Prepared, std::string> Prepare(const ServeOptions& options) {
   return Prepared{std::move(*paths), std::move(*master_key)};
 }
 
-// The services the gRPC servers serve, and the health check they feed.
+// The services the gRPC server serves, and the health check they feed.
 struct Services {
   IdentityService& identity;
   NodeService& node;
@@ -253,68 +223,91 @@ struct Services {
   HealthCheck& health;
 };
 
-struct Servers {
-  std::unique_ptr<grpc::Server> csi;
-  std::unique_ptr<grpc::Server> registration;  // null: not registering
-};
+// One server for both sockets: its one thread then polls both, where two
+// servers' threads would take turns at polling and hand calls to each other.
+// The registration socket thus answers CSI calls too, and the CSI socket
+// registration calls; both are root's alone (0600) all the same.
+//
+// CSI requests are a few KiB at most (a service-account token is the largest
+// part), so a request is capped far below gRPC's 4 MiB default, and so are
+// the calls one connection may have in flight: a confused or hostile client
+// cannot make the driver buffer megabytes.
+std::unique_ptr<RpcServer> StartServer(const SocketPaths& paths,
+                                       const Services& services) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + paths.csi,
+                           grpc::InsecureServerCredentials());
+  if (!paths.registration.empty()) {
+    builder.AddListeningPort("unix://" + paths.registration,
+                             grpc::InsecureServerCredentials());
+  }
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             kMaxStreamsPerConnection);
+  builder.RegisterService(services.identity.service());
+  builder.RegisterService(services.node.service());
+  if (!paths.registration.empty()) {
+    builder.RegisterService(services.registration.service());
+  }
+  const mode_t old_umask = umask(0077);
+  std::unique_ptr<RpcServer> server =
+      RpcServer::Start(builder, [&](RpcServer& started) {
+        services.identity.ServeOn(started);
+        services.node.ServeOn(started);
+        if (!paths.registration.empty()) {
+          services.registration.ServeOn(started);
+        }
+      });
+  umask(old_umask);
+  return server;
+}
 
-// The services are callback services: gRPC runs each handler on the thread
-// that read the call, where a synchronous server starts and ends pool threads
-// as load comes and goes.
-std::expected<Servers, std::string> StartServers(const ServeOptions& options,
-                                                 const SocketPaths& paths,
-                                                 const Services& services) {
-  Servers servers;
-  servers.csi =
-      ServeUnixSocket(paths.csi, {&services.identity, &services.node});
-  if (!servers.csi) return std::unexpected("cannot listen on " + paths.csi);
+void LogServing(const ServeOptions& options, const SocketPaths& paths) {
   spdlog::info("{} {} serving on {} for node {}", common::kDriverName,
                FCC_VERSION, paths.csi, options.node_id);
-  if (paths.registration.empty()) return servers;
-  // kubelet calls NodeGetInfo on the CSI socket while it registers us, so
-  // the registration socket appears only once CSI is served.
-  servers.registration =
-      ServeUnixSocket(paths.registration, {&services.registration});
-  if (!servers.registration) {
-    StopServer(*servers.csi, paths.csi, std::chrono::seconds(30));
-    return std::unexpected("cannot listen on " + paths.registration);
-  }
+  if (paths.registration.empty()) return;
   spdlog::info(
       "registration socket {} for kubelet's plugin watcher (CSI endpoint "
       "on the host: {})",
       paths.registration, options.kubelet_registration_path);
-  return servers;
 }
 
-void StopServers(Servers& servers, const SocketPaths& paths,
-                 HealthCheck& health) {
+// In-flight calls finish (a publish is milliseconds at worst); new calls are
+// refused, and kubelet retries whatever was refused.
+void StopServer(RpcServer& server, const SocketPaths& paths,
+                HealthCheck& health) {
   health.MarkStopping();
-  if (servers.registration) {
+  if (!paths.registration.empty()) {
     // Its removal is what makes kubelet unregister the driver: first, so
-    // kubelet stops sending calls the CSI server is about to refuse.
+    // kubelet stops sending calls the server is about to refuse.
     unlink(paths.registration.c_str());
     spdlog::info("removed registration socket {}", paths.registration);
-    StopServer(*servers.registration, paths.registration,
-               std::chrono::seconds(1));
   }
-  StopServer(*servers.csi, paths.csi, std::chrono::seconds(30));
+  server.Stop(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  unlink(paths.csi.c_str());
 }
 
 // Serves until SIGTERM or SIGINT. Returns the process exit code.
 int ServeUntilStopped(const ServeOptions& options, const SocketPaths& paths,
                       const Services& services, common::SignalWaiter& signals) {
-  auto servers = StartServers(options, paths, services);
-  if (!servers) {
-    spdlog::error("{}", servers.error());
+  // Both sockets are served from the same moment: kubelet, which dials the
+  // registration socket as soon as it appears, finds the CSI socket served.
+  const std::unique_ptr<RpcServer> server = StartServer(paths, services);
+  if (!server) {
+    spdlog::error("cannot listen on {}{}", paths.csi,
+                  paths.registration.empty() ? "" : " or " + paths.registration);
     return 1;
   }
+  chmod(paths.csi.c_str(), 0600);
+  if (!paths.registration.empty()) chmod(paths.registration.c_str(), 0600);
+  LogServing(options, paths);
   if (auto marked = services.health.MarkServing(); !marked) {
     spdlog::error("/healthz stays unhealthy: {}", marked.error());
   }
   const int signal_number = signals.Wait();
   spdlog::info("received {}; finishing in-flight calls",
                strsignal(signal_number));
-  StopServers(*servers, paths, services.health);
+  StopServer(*server, paths, services.health);
   spdlog::info("stopped");
   return 0;
 }

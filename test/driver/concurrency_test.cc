@@ -3,10 +3,13 @@
 // same volume. The mount table must end with exactly the mounts that should
 // exist, and no call may fail.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <latch>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -193,6 +196,68 @@ TEST_F(ConcurrencyTest, ManyVolumesAndStormsEndWithTheRightMountTable) {
   EXPECT_TRUE(MountsUnder(root_->pods_dir()).empty());
   EXPECT_TRUE(client_->WaitReady(std::chrono::seconds(5)))
       << "the driver no longer answers";
+}
+
+// SIGTERM while calls are in flight: every call is answered, OK (its volume
+// is then mounted) or refused without effect (UNAVAILABLE once the socket is
+// closed, CANCELLED if it was still waiting for the driver's thread; kubelet
+// retries both), the driver exits 0, and a restarted driver unpublishes what
+// was published.
+TEST_F(ConcurrencyTest, SigtermMidStormAnswersEveryCall) {
+  constexpr int kThreads = 8;
+  constexpr int kPodsPerThread = 250;
+  std::vector<KubeletPod> pods;
+  for (int i = 0; i < kThreads * kPodsPerThread; ++i) {
+    pods.push_back(PodFor(i, kMiniClusters[i % kMiniClusterCount]));
+    KubeletPrepareParent(pods.back());
+  }
+  // Each thread publishes its pods until a call fails.
+  std::vector<std::optional<grpc::Status>> results(pods.size());
+  std::atomic<int> answered{0};
+  int exit_code = -1;
+  std::thread stopper([&] {
+    while (answered.load() < 40) std::this_thread::yield();
+    exit_code = driver_->Terminate(std::chrono::seconds(10));
+  });
+  RunConcurrently(kThreads, [&](int thread) {
+    for (int k = 0; k < kPodsPerThread; ++k) {
+      const int i = thread * kPodsPerThread + k;
+      results[i] = client_->Publish(KubeletPublishRequest(
+          pods[i], AttrsFor(kMiniClusters[i % kMiniClusterCount])));
+      answered.fetch_add(1);
+      if (!results[i]->ok()) return;
+    }
+  });
+  stopper.join();
+  EXPECT_EQ(exit_code, 0) << log();
+
+  int published = 0;
+  int refused = 0;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (!results[i]) continue;
+    if (results[i]->ok()) {
+      ++published;
+      EXPECT_EQ(MountCountAt(KubeletTargetPath(pods[i])), 1) << "volume " << i;
+    } else {
+      ++refused;
+      EXPECT_THAT(results[i]->error_code(),
+                  ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE,
+                                   grpc::StatusCode::CANCELLED))
+          << "volume " << i << ": " << results[i]->error_message();
+    }
+  }
+  EXPECT_GE(published, 40);
+  EXPECT_EQ(refused, kThreads) << "every thread stops at its first refusal";
+  EXPECT_EQ(MountsUnder(root_->pods_dir()).size(), size_t(published));
+
+  ASSERT_NO_FATAL_FAILURE(StartDriver());
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (!results[i] || !results[i]->ok()) continue;
+    const grpc::Status status = client_->Unpublish(KubeletVolumeId(pods[i]),
+                                                   KubeletTargetPath(pods[i]));
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_TRUE(MountsUnder(root_->pods_dir()).empty());
 }
 
 }  // namespace

@@ -104,14 +104,12 @@ class NodeServiceTest : public ::testing::Test {
     const std::string target = KubeletTargetPath(pod_);
     fake_.AddDir(target.substr(0, target.rfind('/')));
     grpc::ServerBuilder builder;
-    builder.RegisterService(&node_);
-    server_ = builder.BuildAndStart();
+    builder.RegisterService(node_.service());
+    server_ = driver::RpcServer::Start(
+        builder, [this](driver::RpcServer& server) { node_.ServeOn(server); });
     ASSERT_TRUE(server_);
     stub_ = csi::v1::Node::NewStub(
-        server_->InProcessChannel(grpc::ChannelArguments()));
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown();
+        server_->server().InProcessChannel(grpc::ChannelArguments()));
   }
 
   grpc::Status Publish() {
@@ -129,7 +127,7 @@ class NodeServiceTest : public ::testing::Test {
   driver::Publisher publisher_{fake_, keys_};
   driver::Metrics metrics_{&keys_};
   driver::NodeService node_{"node-1", publisher_, &metrics_};
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<driver::RpcServer> server_;
   std::unique_ptr<csi::v1::Node::Stub> stub_;
   KubeletPod pod_;
 };
