@@ -30,6 +30,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/names.h"
@@ -107,6 +108,10 @@ struct LevelResult {
   // (the floor's syscalls, or the gRPC client standing in for kubelet).
   double driver_cpu_s = 0;
   double self_cpu_s = 0;
+  // Mean time inside the driver's handler per call, from its own latency
+  // histogram; -1 when unknown (no metrics, or not the driver).
+  double publish_handler_us = -1;
+  double unpublish_handler_us = -1;
   // Publish+unpublish pairs per second over both phases.
   double PairsPerSecond() const {
     return publish.latency_us.size() / (publish.wall_s + unpublish.wall_s);
@@ -322,22 +327,102 @@ double SelfCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// GET /metrics on 127.0.0.1:port, plain HTTP/1.0; "" on failure.
+std::string ScrapeMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request =
+        "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (write(fd, request.data(), request.size()) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;)
+        body.append(buf, n);
+    }
+  }
+  close(fd);
+  return body;
+}
+
+// The value of an unlabelled sample `name` in Prometheus text, or -1.
+long MetricValue(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with(name + " ")) {
+      return std::lround(std::stod(line.substr(name.size() + 1)));
+    }
+  }
+  return -1;
+}
+
+// The value of an unlabelled sample `name` in Prometheus text, or -1.
+double MetricDouble(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+// The port the driver logged for /metrics, or 0.
+int MetricsPort(const std::string& log) {
+  static const std::regex kPort(
+      R"(metrics and /healthz on \S+ \(port (\d+)\))");
+  std::smatch m;
+  return std::regex_search(log, m, kPort) ? std::stoi(m[1]) : 0;
+}
+
+// The driver's own time per call of `rpc` (node_publish, node_unpublish):
+// its latency histogram's sum and count, read before and after a phase.
+struct HandlerTime {
+  double sum_s = -1;
+  double count = -1;
+};
+
+HandlerTime ReadHandlerTime(int port, const std::string& rpc) {
+  if (port == 0) return {};
+  const std::string text = ScrapeMetrics(port);
+  const std::string name = "flux_curve_csi_" + rpc + "_duration_seconds";
+  return {MetricDouble(text, name + "_sum"), MetricDouble(text, name + "_count")};
+}
+
+double MeanHandlerUs(const HandlerTime& before, const HandlerTime& after) {
+  const double n = after.count - before.count;
+  if (before.count < 0 || after.count < 0 || n <= 0) return -1;
+  return (after.sum_s - before.sum_s) / n * 1e6;
+}
+
 LevelResult RunDriver(CsiClient& client, pid_t driver_pid, const Batch& batch,
-                      int threads) {
+                      int threads, int metrics_port = 0) {
   LevelResult r;
   r.impl = "driver";
   r.concurrency = threads;
   const int n = static_cast<int>(batch.requests.size());
   const double driver_cpu = ProcessCpuSeconds(driver_pid);
   const double self_cpu = SelfCpuSeconds();
+  const HandlerTime publish0 = ReadHandlerTime(metrics_port, "node_publish");
   r.publish = RunPhase(n, threads, [&](int i) {
     return StatusError(client.Publish(batch.requests[i]));
   });
+  const HandlerTime unpublish0 =
+      ReadHandlerTime(metrics_port, "node_unpublish");
   r.unpublish = RunPhase(n, threads, [&](int i) {
     return StatusError(
         client.Unpublish(batch.requests[i].volume_id(), batch.targets[i]));
   });
   r.driver_cpu_s = ProcessCpuSeconds(driver_pid) - driver_cpu;
+  r.publish_handler_us = MeanHandlerUs(
+      publish0, ReadHandlerTime(metrics_port, "node_publish"));
+  r.unpublish_handler_us = MeanHandlerUs(
+      unpublish0, ReadHandlerTime(metrics_port, "node_unpublish"));
   r.self_cpu_s = SelfCpuSeconds() - self_cpu;
   return r;
 }
@@ -547,48 +632,11 @@ bool DriverHasFlag(const std::string& binary, std::string_view flag) {
   return text.find(flag) != std::string::npos;
 }
 
-// GET /metrics on 127.0.0.1:port, plain HTTP/1.0; "" on failure.
-std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string body;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    if (write(fd, request.data(), request.size()) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;)
-        body.append(buf, n);
-    }
-  }
-  close(fd);
-  return body;
-}
-
-// The value of an unlabelled sample `name` in Prometheus text, or -1.
-long MetricValue(const std::string& text, const std::string& name) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.starts_with(name + " ")) {
-      return std::lround(std::stod(line.substr(name.size() + 1)));
-    }
-  }
-  return -1;
-}
-
 CacheCounts KeyCacheFromMetrics(const std::string& log) {
   CacheCounts c;
-  static const std::regex kPort(
-      R"(metrics and /healthz on \S+ \(port (\d+)\))");
-  std::smatch m;
-  if (!std::regex_search(log, m, kPort)) return c;
-  const std::string text = ScrapeMetrics(std::stoi(m[1]));
+  const int port = MetricsPort(log);
+  if (port == 0) return c;
+  const std::string text = ScrapeMetrics(port);
   c.hits = MetricValue(text, "flux_curve_csi_key_cache_hits_total");
   c.misses = MetricValue(text, "flux_curve_csi_key_cache_misses_total");
   c.source = "driver's /metrics";
@@ -673,6 +721,33 @@ void PrintSerial(const std::map<int, const LevelResult*>& driver_at,
                 d->PairsPerSecond(), n->PairsPerSecond(),
                 d->PairsPerSecond() / n->PairsPerSecond(), d->publish.Mean(),
                 n->publish.Mean());
+  }
+}
+
+// A driver call's mean split at its handler (the driver's own histogram):
+// inside, the validation, key cache and mount work; outside, gRPC on both
+// ends, the socket and, at c > 1, waiting for the driver's thread.
+void PrintHandlerSplit(const std::map<int, const LevelResult*>& driver_at,
+                       const std::map<int, const LevelResult*>& api_at,
+                       const std::map<int, Phase>& noop_at) {
+  std::printf(
+      "\nInside and outside the driver's handler, mean us (its histogram):\n"
+      "%4s %-10s %8s %8s %8s %10s %10s\n",
+      "c", "op", "call", "handler", "outside", "noop", "floor-api");
+  for (const auto& [c, d] : driver_at) {
+    if (d->publish_handler_us < 0 || !api_at.count(c) || !noop_at.count(c)) {
+      continue;
+    }
+    const LevelResult* a = api_at.at(c);
+    const double noop = noop_at.at(c).Mean();
+    for (const auto& [op, call, handler, api] :
+         {std::tuple{"publish", d->publish.Mean(), d->publish_handler_us,
+                     a->publish.Mean()},
+          std::tuple{"unpublish", d->unpublish.Mean(), d->unpublish_handler_us,
+                     a->unpublish.Mean()}}) {
+      std::printf("%4d %-10s %8.0f %8.0f %8.0f %10.0f %10.0f\n", c, op, call,
+                  handler, call - handler, noop, api);
+    }
   }
 }
 
@@ -817,6 +892,8 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const Memory idle = ReadMemory(driver.pid());
   CsiClient client(options.socket_path);
+  const int metrics_port =
+      MetricsPort(fcc::testing::ReadFileOrEmpty(options.log_path));
 
   std::printf("driver_bench: %u CPUs, load average ",
               std::thread::hardware_concurrency());
@@ -865,7 +942,8 @@ int main(int argc, char** argv) {
     Batch api_batch = MakeBatch(root.pods_dir(), "a" + tag, n, args);
     results.push_back(RunFloor(api_batch, c, cert, "floor-api"));
     Batch driver_batch = MakeBatch(root.pods_dir(), "d" + tag, n, args);
-    results.push_back(RunDriver(client, driver.pid(), driver_batch, c));
+    results.push_back(
+        RunDriver(client, driver.pid(), driver_batch, c, metrics_port));
     noop_at[c] = RunNoop(client, n, c);
     Batch serial_batch = MakeBatch(root.pods_dir(), "n" + tag, n, args);
     results.push_back(RunNoopThenApi(client, serial_batch, c, cert));
@@ -977,6 +1055,7 @@ int main(int argc, char** argv) {
 
   PrintTargets(driver_at, api_at, noop_at);
   PrintSerial(driver_at, serial_at);
+  PrintHandlerSplit(driver_at, api_at, noop_at);
   const auto mib = [](long kib) { return kib / 1024.0; };
   const auto print_memory = [&](const std::string& when, const Memory& m,
                                 const std::string& target) {
