@@ -330,7 +330,8 @@ RequestTable ScrapeRequests(const ctl::KubeClient& client) {
   return table;
 }
 
-// The table of one phase; the CPU column apportions the API server's CPU
+// The table of one phase; the CPU columns (when `apiserver_cpu_s` >= 0)
+// apportion the API server's CPU
 // seconds (from /proc) by each kind's share of the summed request time - an
 // estimate: watch fan-out and background work have no request time and are
 // spread over the kinds in proportion.
@@ -351,16 +352,20 @@ void PrintRequests(const char* title, const RequestTable& before,
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return a.second.seconds > b.second.seconds;
   });
-  std::printf("  %s\n  %-36s %7s %9s %9s %11s %9s\n", title, "request",
-              "count", "mean ms", "total s", "CPU s est.", "CPU ms/req");
+  const bool with_cpu = apiserver_cpu_s >= 0;
+  std::printf("  %s\n  %-36s %7s %9s %9s %s\n", title, "request", "count",
+              "mean ms", "total s", with_cpu ? " CPU s est. CPU ms/req" : "");
   for (const auto& [key, d] : rows) {
+    std::printf("  %-36s %7.0f %9.2f %9.2f", key.c_str(), d.count,
+                1000 * d.seconds / d.count, d.seconds);
     const double cpu = total_s > 0 ? apiserver_cpu_s * d.seconds / total_s : 0;
-    std::printf("  %-36s %7.0f %9.2f %9.2f %11.2f %9.2f\n", key.c_str(),
-                d.count, 1000 * d.seconds / d.count, d.seconds, cpu,
-                1000 * cpu / d.count);
+    if (with_cpu) std::printf(" %11.2f %9.2f", cpu, 1000 * cpu / d.count);
+    std::printf("\n");
   }
-  std::printf("  %-36s %7s %9s %9.2f %11.2f\n", "all (kube-apiserver CPU)", "",
-              "", total_s, apiserver_cpu_s);
+  if (with_cpu) {
+    std::printf("  %-36s %7s %9s %9.2f %11.2f\n", "all (kube-apiserver CPU)",
+                "", "", total_s, apiserver_cpu_s);
+  }
 }
 
 // Go CPU profiles of kube-apiserver (/debug/pprof/profile, on by default)
@@ -592,7 +597,9 @@ FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
 
   const auto plane = ControlPlanePids();
   const auto cpu_before = CpuSnapshot::Take(0, plane);
-  ApiServerProfile profile(client, args.profile_prefix("floor"));
+  ApiServerProfile profile(
+      client, args.profile_prefix(concurrency == args.workers ? "floor"
+                                                              : "otherfloor"));
   result.requests_before = ScrapeRequests(client);
   result.floor_s = RunConcurrently(args.count, concurrency, [&](int i) {
     const auto r = client.Request("POST", path, BenchMiniCluster(ns, i).dump());
@@ -784,6 +791,10 @@ int main(int argc, char** argv) {
   // Floor first, on an API server that has not seen the controller yet.
   std::vector<FloorResult> floors;
   floors.push_back(RunFloor(client, args, "bench-floor", args.workers));
+  // For reference: as many requests in flight as the controller phase has
+  // at most (the bench's creating threads and the controller's workers).
+  floors.push_back(
+      RunFloor(client, args, "bench-floor-wide", 2 * args.workers));
   if (args.serial_floor && args.workers != 1)
     floors.push_back(RunFloor(client, args, "bench-floor-serial", 1));
 
@@ -855,14 +866,12 @@ int main(int argc, char** argv) {
       "\nFloor: per MiniCluster its create, then the Service, the Job (POST) "
       "and one status write (apply), as the controller makes them, by a "
       "plain client (the same KubeClient)\n");
-  std::printf("  %4s %10s %16s %12s\n", "c", "floor s", "MiniClusters/s",
-              "(ns delete s)");
+  std::printf("  %4s %10s %16s %12s  %s\n", "c", "floor s", "MiniClusters/s",
+              "(ns delete s)", "CPU s during the floor");
   for (const auto& f : floors) {
-    std::printf("  %4d %10.2f %16.0f %12.1f\n", f.concurrency, f.floor_s,
-                n / f.floor_s, f.namespace_delete_s);
+    std::printf("  %4d %10.2f %16.0f %12.1f  %s\n", f.concurrency, f.floor_s,
+                n / f.floor_s, f.namespace_delete_s, f.cpu.c_str());
   }
-  std::printf("  CPU s during the floor c=%d: %s\n", floors[0].concurrency,
-              floors[0].cpu.c_str());
 
   const double floor_s = floors[0].floor_s;
   std::printf(
@@ -895,7 +904,7 @@ int main(int argc, char** argv) {
       "\nWhere the API server's time went (apiserver_request_duration_seconds; "
       "includes the scrapes, excludes watches; CPU apportioned by request "
       "time, an estimate):\n");
-  PrintRequests("floor, first request to last response:",
+  PrintRequests("floor (c=workers), first request to last response:",
                 floors[0].requests_before, floors[0].requests_after,
                 floors[0].apiserver_cpu_s);
   PrintRequests("controller phase, first MiniCluster create until every write "
@@ -903,7 +912,7 @@ int main(int argc, char** argv) {
                 requests_before, requests_done,
                 cpu_done.Delta(cpu_before, "kube-apiserver"));
   PrintRequests("controller phase, after that until quiet:", requests_done,
-                requests_quiet, cpu_quiet.Delta(cpu_done, "kube-apiserver"));
+                requests_quiet, -1);
 
   std::printf("\nController memory, MiB (/proc/<pid>/status):\n");
   std::printf("  %-44s %6s %6s %7s %7s\n", "", "VmRSS", "VmHWM", "RssAnon",
@@ -923,6 +932,9 @@ int main(int argc, char** argv) {
       "  controller / floor (MC+Service+Job+status)  %5.2f  (target <= 1.3)  "
       "%s\n",
       ratio, verdict(ratio <= 1.3));
+  std::printf(
+      "  controller / floor at c=%d (as many in flight)  %5.2f  (reference)\n",
+      floors[1].concurrency, controller_s / floors[1].floor_s);
   std::printf(
       "  controller peak RSS (VmHWM) at %d         %6.1f MiB (target <= 48) "
       "%s\n",
