@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <optional>
 
 #include "controller/leader_election.h"
 #include "controller/minicluster.h"
@@ -136,6 +137,17 @@ std::vector<EventSpec> StatusEvents(const json& before, const json& after,
   return events;
 }
 
+json EventRelevantStatus(const json& status) {
+  const Phase p = PhaseOf(status);
+  if (p.state.empty()) return json::object();
+  json kept = {{"state", p.state}};
+  if (p.reason.empty() && p.message.empty()) return kept;
+  kept["conditions"] = {{{"type", p.state == "Pending" ? "Queued" : p.state},
+                         {"reason", p.reason},
+                         {"message", p.message}}};
+  return kept;
+}
+
 json EventObject(const json& regarding, const EventSpec& event,
                  const std::string& reporting_instance,
                  const std::string& event_time, const std::string& unique) {
@@ -163,14 +175,18 @@ json EventObject(const json& regarding, const EventSpec& event,
 }
 
 void KubeEventRecorder::Record(const json& regarding, const EventSpec& event) {
+  Send(regarding, event, std::chrono::system_clock::now());
+}
+
+void KubeEventRecorder::Send(const json& regarding, const EventSpec& event,
+                             std::chrono::system_clock::time_point when) {
   const std::string key = ObjectKey(regarding);
   try {
-    const auto now = std::chrono::system_clock::now();
     const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           now.time_since_epoch())
+                           when.time_since_epoch())
                            .count();
     const json body =
-        EventObject(regarding, event, instance_, FormatMicroTime(now),
+        EventObject(regarding, event, instance_, FormatMicroTime(when),
                     fmt::format("{:x}", nanos));
     const HttpResponse response =
         api_.Create(CollectionPath("events.k8s.io/v1", "events",
@@ -188,6 +204,71 @@ void KubeEventRecorder::Record(const json& regarding, const EventSpec& event) {
   }
 }
 
+json EventReference(const json& object) {
+  json metadata = json::object();
+  const json& from = FieldAt(object, "metadata");
+  for (const char* field : {"name", "namespace", "uid", "resourceVersion"}) {
+    if (from.contains(field)) metadata[field] = from[field];
+  }
+  json ref = {{"metadata", std::move(metadata)}};
+  for (const char* field : {"apiVersion", "kind"}) {
+    if (object.contains(field)) ref[field] = object[field];
+  }
+  return ref;
+}
+
+AsyncEventRecorder::AsyncEventRecorder(KubeEventRecorder& sink,
+                                       size_t max_pending,
+                                       std::chrono::milliseconds drain)
+    : sink_(sink),
+      max_pending_(max_pending),
+      drain_(drain),
+      thread_([this] { Run(); }) {}
+
+AsyncEventRecorder::~AsyncEventRecorder() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void AsyncEventRecorder::Record(const json& regarding, const EventSpec& event) {
+  Pending pending{EventReference(regarding), event,
+                  std::chrono::system_clock::now()};
+  {
+    std::lock_guard lock(mu_);
+    if (pending_.size() < max_pending_) {
+      pending_.push_back(std::move(pending));
+      cv_.notify_one();
+      return;
+    }
+  }
+  spdlog::warn("minicluster {}: event {} dropped: {} events wait already",
+               ObjectKey(regarding), event.reason, max_pending_);
+}
+
+void AsyncEventRecorder::Run() {
+  std::unique_lock lock(mu_);
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+    if (stopping_ && !deadline)
+      deadline = std::chrono::steady_clock::now() + drain_;
+    if (pending_.empty()) return;  // stopping, nothing left
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+      spdlog::warn("{} events dropped at shutdown", pending_.size());
+      return;
+    }
+    Pending next = std::move(pending_.front());
+    pending_.pop_front();
+    lock.unlock();
+    sink_.Send(next.regarding, next.event, next.when);
+    lock.lock();
+  }
+}
+
 json WrittenStatuses::Before(const std::string& key, const std::string& uid,
                              const json& cached) const {
   std::lock_guard lock(mu_);
@@ -197,9 +278,10 @@ json WrittenStatuses::Before(const std::string& key, const std::string& uid,
 }
 
 void WrittenStatuses::Wrote(const std::string& key, const std::string& uid,
-                            json status) {
+                            const json& status) {
+  json kept = EventRelevantStatus(status);
   std::lock_guard lock(mu_);
-  written_[key] = {uid, std::move(status)};
+  written_[key] = {uid, std::move(kept)};
 }
 
 void WrittenStatuses::Forget(const std::string& key) {

@@ -7,10 +7,15 @@
 // per retry: its status does not change between retries.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller/kube_client.h"
@@ -38,6 +43,11 @@ struct EventSpec {
 std::vector<EventSpec> StatusEvents(const nlohmann::json& before,
                                     const nlohmann::json& after, bool queued);
 
+// The part of `status` StatusEvents reads as `before`: the state and its
+// condition's type, reason and message. What WrittenStatuses keeps, a
+// fraction of the whole status (four conditions with their times).
+nlohmann::json EventRelevantStatus(const nlohmann::json& status);
+
 // The events.k8s.io/v1 Event about `regarding` (a MiniCluster as stored),
 // named "<name>.<unique>" as client-go names them (`unique`: the time in
 // hex nanoseconds). Not generateName: the API server checks "<name>." as a
@@ -63,15 +73,55 @@ class KubeEventRecorder : public EventRecorder {
   KubeEventRecorder(KubeApi& api, std::string reporting_instance)
       : api_(api), instance_(std::move(reporting_instance)) {}
   void Record(const nlohmann::json& regarding, const EventSpec& event) override;
+  // The Event of what happened at `when`.
+  void Send(const nlohmann::json& regarding, const EventSpec& event,
+            std::chrono::system_clock::time_point when);
 
  private:
   KubeApi& api_;
   const std::string instance_;
 };
 
-// Remembers the last status the controller wrote per MiniCluster, so a
-// status read from a cache that has not caught up with that write yet does
-// not give its events twice.
+// What an Event needs of the object it is about (EventObject's `regarding`):
+// apiVersion, kind and metadata's name, namespace, uid, resourceVersion.
+nlohmann::json EventReference(const nlohmann::json& object);
+
+// Hands events to a KubeEventRecorder on a thread of its own, so a reconcile
+// does not wait for an Event's POST (client-go's recorder is asynchronous
+// too). At most `max_pending` wait; more are dropped and logged, as
+// client-go drops events when its queue is full. On destruction, what is
+// still pending is sent for up to `drain`, the rest dropped.
+class AsyncEventRecorder : public EventRecorder {
+ public:
+  explicit AsyncEventRecorder(
+      KubeEventRecorder& sink, size_t max_pending = 1000,
+      std::chrono::milliseconds drain = std::chrono::seconds(5));
+  ~AsyncEventRecorder() override;
+  AsyncEventRecorder(const AsyncEventRecorder&) = delete;
+  AsyncEventRecorder& operator=(const AsyncEventRecorder&) = delete;
+  void Record(const nlohmann::json& regarding, const EventSpec& event) override;
+
+ private:
+  struct Pending {
+    nlohmann::json regarding;
+    EventSpec event;
+    std::chrono::system_clock::time_point when;
+  };
+  void Run();
+
+  KubeEventRecorder& sink_;
+  const size_t max_pending_;
+  const std::chrono::milliseconds drain_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// Remembers the last status the controller wrote per MiniCluster (its
+// EventRelevantStatus), so a status read from a cache that has not caught up
+// with that write yet does not give its events twice.
 class WrittenStatuses {
  public:
   // The status last written for the MiniCluster `key` of `uid`, else
@@ -79,7 +129,7 @@ class WrittenStatuses {
   nlohmann::json Before(const std::string& key, const std::string& uid,
                         const nlohmann::json& cached) const;
   void Wrote(const std::string& key, const std::string& uid,
-             nlohmann::json status);
+             const nlohmann::json& status);
   void Forget(const std::string& key);
 
  private:

@@ -118,7 +118,10 @@ int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
     return 2;
   }
   KubeClientApi api(client);
-  KubeEventRecorder events(api, HostName());
+  KubeEventRecorder event_sender(api, HostName());
+  // Events go out on a thread of their own: a worker's next reconcile does
+  // not wait for the previous one's Event.
+  AsyncEventRecorder events(event_sender);
   Reconciler reconciler(watches.caches(), api, desired, &events);
   Controller controller(
       {flags.workers, std::chrono::minutes(flags.resync_minutes)}, watches,

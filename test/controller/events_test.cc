@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "controller/object_meta.h"
 #include "controller/reconciler.h"
 #include "controller/status.h"
@@ -138,6 +142,30 @@ TEST(StatusEvents, NoteFitsTheApiLimitWithoutSplittingUtf8) {
   EXPECT_EQ(events[0].note, std::string(kMaxEventNote - 1, 'x'));
 }
 
+TEST(EventRelevantStatus, GivesTheSameEventsAsTheWholeStatus) {
+  const std::vector<json> statuses = {
+      json::object(),
+      Status("Pending", "CreatingJob"),
+      Status("Pending", "JobNameTaken", "a Job named x exists"),
+      Status("Queued", "WaitingForKueue"),
+      Status("Running", "Admitted"),
+      Status("Succeeded", "Complete"),
+      Status("Failed", "InvalidSpec", "spec.size: must be > 0"),
+      {{"state", "Queued"}},  // no conditions
+  };
+  for (const json& before : statuses) {
+    const json kept = EventRelevantStatus(before);
+    EXPECT_LE(kept.dump().size(), before.dump().size() + 2) << before;
+    for (const json& after : statuses) {
+      for (const bool queued : {false, true}) {
+        EXPECT_EQ(StatusEvents(kept, after, queued),
+                  StatusEvents(before, after, queued))
+            << before << " -> " << after;
+      }
+    }
+  }
+}
+
 TEST(EventObject, IsAnEventsV1EventAboutTheMiniCluster) {
   json mc = MiniClusterObject();
   mc["metadata"]["resourceVersion"] = "42";
@@ -236,6 +264,83 @@ TEST(ReconcilerEvents, ARecreatedMiniClusterIsNewAgain) {
   f.miniclusters.Upsert(again);
   f.reconciler.Reconcile("science/demo");
   EXPECT_EQ(f.recorder.reasons, (Strings{"JobNameTaken", "JobNameTaken"}));
+}
+
+// Records the Events it is asked to create. While `hold` is set a create
+// waits for Release(), so a test can keep the sender busy.
+class EventSinkApi : public KubeApi {
+ public:
+  HttpResponse Create(const std::string& path, const json& object,
+                      const std::string&) override {
+    std::unique_lock lock(mu);
+    ++entered;
+    changed.notify_all();
+    changed.wait(lock, [this] { return !hold; });
+    paths.push_back(path);
+    events.push_back(object);
+    return {201, "{}", ""};
+  }
+  HttpResponse Apply(const std::string&, const json&, const std::string&,
+                     bool) override {
+    return {500, "", ""};
+  }
+  HttpResponse Get(const std::string&) override { return {404, "", ""}; }
+  void WaitEntered(int n) {
+    std::unique_lock lock(mu);
+    changed.wait(lock, [&] { return entered >= n; });
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu);
+      hold = false;
+    }
+    changed.notify_all();
+  }
+
+  std::mutex mu;
+  std::condition_variable changed;
+  bool hold = false;
+  int entered = 0;
+  Strings paths;
+  std::vector<json> events;
+};
+
+TEST(AsyncEventRecorder, SendsWhatIsPendingBeforeItIsDestroyed) {
+  EventSinkApi api;
+  KubeEventRecorder sender(api, "controller-0");
+  json mc = MiniClusterObject();
+  mc["metadata"]["resourceVersion"] = "7";
+  mc["metadata"]["annotations"] = {{"big", std::string(4096, 'x')}};
+  {
+    AsyncEventRecorder events(sender);
+    events.Record(mc, {"Normal", "Queued", "Reconcile", "one"});
+    events.Record(mc, {"Normal", "Admitted", "Reconcile", "two"});
+  }
+  ASSERT_EQ(api.events.size(), 2u);
+  EXPECT_EQ(api.paths[0], "/apis/events.k8s.io/v1/namespaces/science/events");
+  EXPECT_EQ(api.events[0]["reason"], "Queued");
+  EXPECT_EQ(api.events[1]["reason"], "Admitted");
+  EXPECT_EQ(api.events[1]["regarding"]["resourceVersion"], "7");
+  EXPECT_EQ(api.events[1]["regarding"]["uid"],
+            "1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+}
+
+TEST(AsyncEventRecorder, DropsWhatDoesNotFitWhileItIsBusy) {
+  EventSinkApi api;
+  api.hold = true;
+  KubeEventRecorder sender(api, "controller-0");
+  const json mc = MiniClusterObject();
+  {
+    AsyncEventRecorder events(sender, /*max_pending=*/1);
+    events.Record(mc, {"Normal", "Queued", "Reconcile", "one"});
+    api.WaitEntered(1);  // "one" is being sent, the queue is empty
+    events.Record(mc, {"Normal", "Admitted", "Reconcile", "two"});
+    events.Record(mc, {"Normal", "Completed", "Reconcile", "full"});
+    api.Release();
+  }
+  ASSERT_EQ(api.events.size(), 2u);
+  EXPECT_EQ(api.events[0]["reason"], "Queued");
+  EXPECT_EQ(api.events[1]["reason"], "Admitted");
 }
 
 }  // namespace
