@@ -367,7 +367,8 @@ double MetricDouble(const std::string& text, const std::string& name) {
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
-    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+    if (line.starts_with(name + " "))
+      return std::stod(line.substr(name.size() + 1));
   }
   return -1;
 }
@@ -391,7 +392,8 @@ HandlerTime ReadHandlerTime(int port, const std::string& rpc) {
   if (port == 0) return {};
   const std::string text = ScrapeMetrics(port);
   const std::string name = "flux_curve_csi_" + rpc + "_duration_seconds";
-  return {MetricDouble(text, name + "_sum"), MetricDouble(text, name + "_count")};
+  return {MetricDouble(text, name + "_sum"),
+          MetricDouble(text, name + "_count")};
 }
 
 double MeanHandlerUs(const HandlerTime& before, const HandlerTime& after) {
@@ -419,8 +421,8 @@ LevelResult RunDriver(CsiClient& client, pid_t driver_pid, const Batch& batch,
         client.Unpublish(batch.requests[i].volume_id(), batch.targets[i]));
   });
   r.driver_cpu_s = ProcessCpuSeconds(driver_pid) - driver_cpu;
-  r.publish_handler_us = MeanHandlerUs(
-      publish0, ReadHandlerTime(metrics_port, "node_publish"));
+  r.publish_handler_us =
+      MeanHandlerUs(publish0, ReadHandlerTime(metrics_port, "node_publish"));
   r.unpublish_handler_us = MeanHandlerUs(
       unpublish0, ReadHandlerTime(metrics_port, "node_unpublish"));
   r.self_cpu_s = SelfCpuSeconds() - self_cpu;

@@ -29,7 +29,8 @@ struct CallName {
 }  // namespace fcc::driver
 
 template <>
-struct fmt::formatter<fcc::driver::CallName> : fmt::formatter<std::string_view> {
+struct fmt::formatter<fcc::driver::CallName>
+    : fmt::formatter<std::string_view> {
   auto format(const fcc::driver::CallName& call, format_context& ctx) const {
     if (call.volume.empty()) return fmt::format_to(ctx.out(), "{}", call.rpc);
     return fmt::format_to(ctx.out(), "{} volume {}", call.rpc, call.volume);

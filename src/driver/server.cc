@@ -294,8 +294,9 @@ int ServeUntilStopped(const ServeOptions& options, const SocketPaths& paths,
   // registration socket as soon as it appears, finds the CSI socket served.
   const std::unique_ptr<RpcServer> server = StartServer(paths, services);
   if (!server) {
-    spdlog::error("cannot listen on {}{}", paths.csi,
-                  paths.registration.empty() ? "" : " or " + paths.registration);
+    spdlog::error(
+        "cannot listen on {}{}", paths.csi,
+        paths.registration.empty() ? "" : " or " + paths.registration);
     return 1;
   }
   chmod(paths.csi.c_str(), 0600);
