@@ -351,18 +351,6 @@ std::string ScrapeMetrics(int port) {
 }
 
 // The value of an unlabelled sample `name` in Prometheus text, or -1.
-long MetricValue(const std::string& text, const std::string& name) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.starts_with(name + " ")) {
-      return std::lround(std::stod(line.substr(name.size() + 1)));
-    }
-  }
-  return -1;
-}
-
-// The value of an unlabelled sample `name` in Prometheus text, or -1.
 double MetricDouble(const std::string& text, const std::string& name) {
   std::istringstream lines(text);
   std::string line;
@@ -371,6 +359,11 @@ double MetricDouble(const std::string& text, const std::string& name) {
       return std::stod(line.substr(name.size() + 1));
   }
   return -1;
+}
+
+// The same for a counter, rounded.
+long MetricValue(const std::string& text, const std::string& name) {
+  return std::lround(MetricDouble(text, name));
 }
 
 // The port the driver logged for /metrics, or 0.
@@ -634,9 +627,8 @@ bool DriverHasFlag(const std::string& binary, std::string_view flag) {
   return text.find(flag) != std::string::npos;
 }
 
-CacheCounts KeyCacheFromMetrics(const std::string& log) {
+CacheCounts KeyCacheFromMetrics(int port) {
   CacheCounts c;
-  const int port = MetricsPort(log);
   if (port == 0) return c;
   const std::string text = ScrapeMetrics(port);
   c.hits = MetricValue(text, "flux_curve_csi_key_cache_hits_total");
@@ -982,10 +974,7 @@ int main(int argc, char** argv) {
   }
   const Memory end = ReadMemory(driver.pid());
   CacheCounts cache;
-  if (metrics) {
-    cache =
-        KeyCacheFromMetrics(fcc::testing::ReadFileOrEmpty(options.log_path));
-  }
+  if (metrics) cache = KeyCacheFromMetrics(metrics_port);
 
   if (driver.Terminate() != 0) {
     std::fprintf(stderr, "the driver did not stop cleanly\n");
