@@ -234,29 +234,26 @@ struct Services {
 // cannot make the driver buffer megabytes.
 std::unique_ptr<RpcServer> StartServer(const SocketPaths& paths,
                                        const Services& services) {
+  const bool registering = !paths.registration.empty();
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + paths.csi,
                            grpc::InsecureServerCredentials());
-  if (!paths.registration.empty()) {
+  if (registering) {
     builder.AddListeningPort("unix://" + paths.registration,
                              grpc::InsecureServerCredentials());
+    builder.RegisterService(services.registration.service());
   }
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              kMaxStreamsPerConnection);
   builder.RegisterService(services.identity.service());
   builder.RegisterService(services.node.service());
-  if (!paths.registration.empty()) {
-    builder.RegisterService(services.registration.service());
-  }
   const mode_t old_umask = umask(0077);
   std::unique_ptr<RpcServer> server =
       RpcServer::Start(builder, [&](RpcServer& started) {
         services.identity.ServeOn(started);
         services.node.ServeOn(started);
-        if (!paths.registration.empty()) {
-          services.registration.ServeOn(started);
-        }
+        if (registering) services.registration.ServeOn(started);
       });
   umask(old_umask);
   return server;
