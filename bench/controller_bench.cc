@@ -39,17 +39,20 @@
 #include <vector>
 
 #include "controller/desired.h"
-#include "controller/kube_client.h"
-#include "controller/line_buffer.h"
 #include "controller/minicluster.h"
 #include "controller/plan.h"
 #include "controller/reconciler.h"
 #include "controller/status.h"
-#include "controller/yaml_json.h"
+#include "kube/api_path.h"
+#include "kube/kube_client.h"
+#include "kube/line_buffer.h"
+#include "kube/time_format.h"
+#include "kube/yaml_json.h"
 
 namespace {
 
 namespace ctl = fcc::controller;
+namespace kube = fcc::kube;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
@@ -162,17 +165,19 @@ struct CpuSnapshot {
 
 // ------------------------------------------------------------ API helpers
 
-void CheckOk(const ctl::HttpResponse& r, const std::string& what,
+void CheckOk(const kube::HttpResponse& r, const std::string& what,
              bool allow_conflict = false) {
   if (r.ok() || (allow_conflict && r.status == 409)) return;
   Die(what + ": " + r.Describe());
 }
 
-void InstallCrd(const ctl::KubeClient& client, const std::string& crd_file) {
+void InstallCrd(const kube::KubeClient& client, const std::string& crd_file) {
   std::ifstream in(crd_file);
   if (!in) Die("cannot read " + crd_file);
   std::string text((std::istreambuf_iterator<char>(in)), {});
-  for (const json& crd : ctl::YamlToJson(text)) {
+  const auto crds = kube::YamlToJson(text);
+  if (!crds) Die(crd_file + ": " + crds.error());
+  for (const json& crd : *crds) {
     if (!crd.is_object()) continue;
     CheckOk(
         client.Request(
@@ -194,8 +199,8 @@ void InstallCrd(const ctl::KubeClient& client, const std::string& crd_file) {
           for (int j = 0; j < 100; ++j) {
             if (client
                     .Request("GET",
-                             ctl::CollectionPath(ctl::kApiVersion, ctl::kPlural,
-                                                 "default"))
+                             kube::CollectionPath(ctl::kApiVersion,
+                                                  ctl::kPlural, "default"))
                     .ok())
               return;
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -208,7 +213,7 @@ void InstallCrd(const ctl::KubeClient& client, const std::string& crd_file) {
   Die("the MiniCluster CRD did not become Established");
 }
 
-void CreateNamespace(const ctl::KubeClient& client, const std::string& ns) {
+void CreateNamespace(const kube::KubeClient& client, const std::string& ns) {
   CheckOk(client.Request("POST", "/api/v1/namespaces",
                          json{{"apiVersion", "v1"},
                               {"kind", "Namespace"},
@@ -219,7 +224,7 @@ void CreateNamespace(const ctl::KubeClient& client, const std::string& ns) {
 
 // Deletes `ns` and waits until it is gone, so its objects (and the garbage
 // collector's work on them) cannot overlap the next phase.
-double DeleteNamespaceAndWait(const ctl::KubeClient& client,
+double DeleteNamespaceAndWait(const kube::KubeClient& client,
                               const std::string& ns, int timeout_s) {
   const auto start = Clock::now();
   CheckOk(client.Request("DELETE", "/api/v1/namespaces/" + ns),
@@ -272,13 +277,13 @@ double RunConcurrently(int count, int concurrency,
 
 // Creates the MiniClusters of `ns`; returns the created objects (with the
 // uid the controller puts in ownerReferences) and the time it took.
-std::vector<json> CreateMiniClusters(const ctl::KubeClient& client,
+std::vector<json> CreateMiniClusters(const kube::KubeClient& client,
                                      const std::string& ns, int count,
                                      int concurrency, double* seconds,
                                      Clock::time_point* first_request) {
   std::vector<json> created(count);
   const std::string path =
-      ctl::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
+      kube::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
   if (first_request) *first_request = Clock::now();
   *seconds = RunConcurrently(count, concurrency, [&](int i) {
     auto r = client.Request("POST", path, BenchMiniCluster(ns, i).dump());
@@ -306,7 +311,7 @@ std::string LabelValue(const std::string& labels, const std::string& name) {
   return labels.substr(at, labels.find('"', at) - at);
 }
 
-RequestTable ScrapeRequests(const ctl::KubeClient& client) {
+RequestTable ScrapeRequests(const kube::KubeClient& client) {
   RequestTable table;
   auto r = client.Request("GET", "/metrics", "", "text/plain");
   if (!r.ok()) return table;
@@ -375,7 +380,7 @@ void PrintRequests(const char* title, const RequestTable& before,
 // to 2 s past Stop(). Does nothing when `prefix` is empty.
 class ApiServerProfile {
  public:
-  ApiServerProfile(const ctl::KubeClient& client, std::string prefix)
+  ApiServerProfile(const kube::KubeClient& client, std::string prefix)
       : client_(client), prefix_(std::move(prefix)) {
     if (prefix_.empty()) return;
     thread_ = std::thread([this] { Run(); });
@@ -401,7 +406,7 @@ class ApiServerProfile {
     }
   }
 
-  const ctl::KubeClient& client_;
+  const kube::KubeClient& client_;
   const std::string prefix_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -414,7 +419,7 @@ class ApiServerProfile {
 // JSON parse) so the observer costs next to nothing.
 class EventCounter {
  public:
-  EventCounter(const ctl::KubeClient& client, std::string collection,
+  EventCounter(const kube::KubeClient& client, std::string collection,
                std::string resource_version, std::string type, int count)
       : client_(client),
         collection_(std::move(collection)),
@@ -438,7 +443,7 @@ class EventCounter {
 
  private:
   void Run() {
-    ctl::LineBuffer lines;
+    kube::LineBuffer lines;
     const std::string path = collection_ +
                              "?watch=1&resourceVersion=" + resource_version_ +
                              "&timeoutSeconds=3600";
@@ -465,7 +470,7 @@ class EventCounter {
     }
   }
 
-  const ctl::KubeClient& client_;
+  const kube::KubeClient& client_;
   const std::string collection_, resource_version_, prefix_;
   const int count_;
   std::thread thread_;
@@ -474,7 +479,7 @@ class EventCounter {
   Clock::time_point done_at_;
 };
 
-std::string ListResourceVersion(const ctl::KubeClient& client,
+std::string ListResourceVersion(const kube::KubeClient& client,
                                 const std::string& collection) {
   auto r = client.Request("GET", collection + "?limit=1");
   CheckOk(r, "list " + collection);
@@ -485,13 +490,13 @@ std::string ListResourceVersion(const ctl::KubeClient& client,
 // Services in `ns`, and MODIFIED MiniClusters (a MiniCluster changes only by
 // its one status write here: nothing else writes to it).
 struct PhaseWatches {
-  PhaseWatches(const ctl::KubeClient& client, const std::string& ns, int count)
-      : jobs(Make(client, ctl::CollectionPath("batch/v1", "jobs", ns), "ADDED",
+  PhaseWatches(const kube::KubeClient& client, const std::string& ns, int count)
+      : jobs(Make(client, kube::CollectionPath("batch/v1", "jobs", ns), "ADDED",
                   count)),
-        services(Make(client, ctl::CollectionPath("v1", "services", ns),
+        services(Make(client, kube::CollectionPath("v1", "services", ns),
                       "ADDED", count)),
         statuses(Make(client,
-                      ctl::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns),
+                      kube::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns),
                       "MODIFIED", count)) {
     jobs.Start();
     services.Start();
@@ -514,7 +519,7 @@ struct PhaseWatches {
   EventCounter jobs, services, statuses;
 
  private:
-  static EventCounter Make(const ctl::KubeClient& client,
+  static EventCounter Make(const kube::KubeClient& client,
                            const std::string& collection,
                            const std::string& type, int count) {
     return EventCounter(client, collection,
@@ -536,25 +541,25 @@ struct FloorResult {
 // client: the Service and the Job (POST, the controller's bodies and field
 // manager) and the status (server-side apply of what PlanStatus computes
 // from the created Job, as Reconciler::Execute does).
-void WriteLikeTheController(ctl::KubeClientApi& api, const json& minicluster,
+void WriteLikeTheController(kube::KubeClientApi& api, const json& minicluster,
                             const ctl::DesiredOptions& options) {
   auto parsed = ctl::ParseMiniCluster(minicluster);
   if (!parsed.ok()) Die("bench MiniCluster invalid: " + parsed.ErrorText());
   const ctl::MiniCluster& mc = *parsed.minicluster;
   const std::string& ns = mc.namespace_name;
   CheckOk(
-      api.Create(ctl::CollectionPath("v1", "services", ns),
+      api.Create(kube::CollectionPath("v1", "services", ns),
                  ctl::DesiredService(mc, options), ctl::kCreateFieldManager),
       "floor: create Service");
   const auto created =
-      api.Create(ctl::CollectionPath("batch/v1", "jobs", ns),
+      api.Create(kube::CollectionPath("batch/v1", "jobs", ns),
                  ctl::DesiredJob(mc, options), ctl::kCreateFieldManager);
   CheckOk(created, "floor: create Job");
   json job = json::parse(created.body);
   ctl::TrimJobForCache(job);
   const ctl::Observed observed{&minicluster, nullptr, &job, nullptr};
   const auto status = ctl::PlanStatus(
-      observed, ctl::FormatTime(std::chrono::system_clock::now()));
+      observed, kube::FormatTime(std::chrono::system_clock::now()));
   if (!status) Die("floor: no status to write");
   CheckOk(api.Apply(status->path, status->body, status->field_manager,
                     status->force),
@@ -565,13 +570,13 @@ void WriteLikeTheController(ctl::KubeClientApi& api, const json& minicluster,
 // its handlers, schema and field-manager state lazily); neither phase should
 // pay for that, so a few MiniClusters go through the floor's writes in a
 // namespace of their own first, which is then deleted.
-void WarmUp(const ctl::KubeClient& client, const Args& args) {
+void WarmUp(const kube::KubeClient& client, const Args& args) {
   const std::string ns = "bench-warmup";
   CreateNamespace(client, ns);
-  ctl::KubeClientApi api(client);
+  kube::KubeClientApi api(client);
   const ctl::DesiredOptions options;
   const std::string path =
-      ctl::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
+      kube::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
   RunConcurrently(20, args.workers, [&](int i) {
     const auto r = client.Request("POST", path, BenchMiniCluster(ns, i).dump());
     CheckOk(r, "warm-up: create MiniCluster");
@@ -584,17 +589,17 @@ void WarmUp(const ctl::KubeClient& client, const Args& args) {
 // MiniCluster create, then what the controller writes for it (Service, Job,
 // one status write) - by a plain client on `concurrency` threads, each
 // taking the next MiniCluster. Timed first request to last response.
-FloorResult RunFloor(const ctl::KubeClient& client, const Args& args,
+FloorResult RunFloor(const kube::KubeClient& client, const Args& args,
                      const std::string& ns, int concurrency,
                      const std::string& when) {
   FloorResult result;
   result.when = when;
   result.concurrency = concurrency;
   CreateNamespace(client, ns);
-  ctl::KubeClientApi api(client);
+  kube::KubeClientApi api(client);
   const ctl::DesiredOptions options;
   const std::string path =
-      ctl::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
+      kube::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
   // The controller phase's observer watches run here too, so both phases
   // carry the same watchers besides the controller's own.
   PhaseWatches watches(client, ns, args.count);
@@ -781,7 +786,9 @@ int main(int argc, char** argv) {
   const char* kubeconfig = std::getenv("KUBECONFIG");
   if (kubeconfig == nullptr)
     Die("KUBECONFIG unset; run under `scripts/controlplane run DIR -- ...`");
-  const ctl::KubeClient client(ctl::LoadKubeconfig(kubeconfig));
+  auto config = kube::LoadKubeconfig(kubeconfig);
+  if (!config) Die(config.error());
+  const kube::KubeClient client(std::move(*config));
   const auto plane = ControlPlanePids();
 
   std::printf(
@@ -878,7 +885,7 @@ int main(int argc, char** argv) {
   std::printf(
       "\nFloor: per MiniCluster its create, then the Service, the Job (POST) "
       "and one status write (apply), as the controller makes them, by a "
-      "plain client (the same KubeClient)\n");
+      "plain client (the same kube::KubeClient)\n");
   std::printf("  %-7s %4s %10s %16s %12s  %s\n", "when", "c", "floor s",
               "MiniClusters/s", "(ns delete s)", "CPU s during the floor");
   for (const auto& f : floors) {

@@ -33,7 +33,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/names.h"
+#include "common/volume_contract.h"
 #include "csi_client.h"
 #include "driver_process.h"
 #include "mount_env.h"

@@ -5,13 +5,9 @@
 
 #include <cerrno>
 
+#include "common/system_error.h"
+
 namespace fcc::common {
-namespace {
-
-std::error_code LastError() { return {errno, std::system_category()}; }
-
-}  // namespace
-
 std::expected<UniqueFd, std::error_code> OpenForReading(
     const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));

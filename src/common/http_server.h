@@ -1,10 +1,10 @@
 // The side-server both binaries run for probes and scrapes (/healthz,
 // /readyz, /metrics), in threads of its own so a slow client never holds a
 // CSI or reconcile thread. Any pod that reaches the port is a client, so
-// what one client can hold is bounded: a whole request must arrive within
-// kRequestDeadline, at most kWorkers are served at once and kQueued wait;
-// beyond that the server stops accepting (the kernel's backlog holds the
-// rest), so connections never use up the process's file descriptors.
+// what one client can hold is bounded (HttpLimits): a whole request must
+// arrive within its deadline, at most `workers` are served at once and
+// `queued` wait; beyond that the server stops accepting (the kernel's backlog
+// holds the rest), so connections never use up the process's file descriptors.
 #pragma once
 
 #include <expected>

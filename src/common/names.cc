@@ -18,13 +18,11 @@ bool IsLabelShaped(std::string_view name) {
          });
 }
 
-bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
-
 // The name part of a qualified name, and a non-empty label value.
 bool IsQualifiedNamePart(std::string_view name) {
-  return !name.empty() && name.size() <= 63 && IsAlnum(name.front()) &&
-         IsAlnum(name.back()) && std::ranges::all_of(name, [](char c) {
-           return IsAlnum(c) || c == '-' || c == '_' || c == '.';
+  return !name.empty() && name.size() <= 63 && IsAsciiAlnum(name.front()) &&
+         IsAsciiAlnum(name.back()) && std::ranges::all_of(name, [](char c) {
+           return IsAsciiAlnum(c) || c == '-' || c == '_' || c == '.';
          });
 }
 
@@ -58,5 +56,7 @@ bool IsQualifiedName(std::string_view key) {
 bool IsLabelValue(std::string_view value) {
   return value.empty() || IsQualifiedNamePart(value);
 }
+
+bool IsAsciiAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
 
 }  // namespace fcc::common

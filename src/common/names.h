@@ -1,16 +1,9 @@
-// Kubernetes names, and this project's own: one definition for both
-// binaries.
+// Kubernetes name validators: one definition for both binaries.
 #pragma once
 
 #include <string_view>
 
 namespace fcc::common {
-
-// The CSI driver name: the CSIDriver object, the volume's `driver:`, the
-// plugin's registration, and the source of every tmpfs the driver mounts
-// (which is how it knows its own mounts: `findmnt -t tmpfs -S
-// curve.minicluster.dev`). A C string, since mount(2) and fsconfig take it.
-inline constexpr char kDriverName[] = "curve.minicluster.dev";
 
 // RFC 1123 label: namespaces, and a Service's name once it begins with a
 // letter (IsDns1035Label).
@@ -25,5 +18,8 @@ bool IsDns1035Label(std::string_view name);
 bool IsQualifiedName(std::string_view key);
 // A label value: empty, or at most 63 characters shaped like a key's name.
 bool IsLabelValue(std::string_view value);
+
+// A-Z, a-z or 0-9, whatever the locale.
+bool IsAsciiAlnum(char c);
 
 }  // namespace fcc::common

@@ -8,45 +8,48 @@
 #include <vector>
 
 #include "controller/minicluster.h"
-#include "controller/object_meta.h"
+#include "kube/object_meta.h"
 
 namespace fcc::controller {
 
 using nlohmann::json;
 
 Controller::Controller(ControllerConfig config, Watches& watches,
-                       WorkQueue& queue, Reconciler& reconciler,
-                       Metrics* metrics)
+                       kube::WorkQueue& queue, Reconciler& reconciler,
+                       ReconcileObserver* observer)
     : config_(config),
       watches_(watches),
       queue_(queue),
       reconciler_(reconciler),
-      metrics_(metrics) {
+      observer_(observer) {
   watches_.miniclusters().AddEventHandler(
-      [this](WatchEvent::Type, const json& o) { EnqueueMiniCluster(o); });
+      [this](kube::WatchEvent::Type, const json& o) { EnqueueMiniCluster(o); });
   watches_.services().AddEventHandler(
-      [this](WatchEvent::Type, const json& o) { EnqueueOwner(o); });
+      [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
   watches_.jobs().AddEventHandler(
-      [this](WatchEvent::Type, const json& o) { EnqueueOwner(o); });
+      [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
   watches_.workloads().AddEventHandler(
-      [this](WatchEvent::Type, const json& o) { EnqueueWorkloadOwner(o); });
+      [this](kube::WatchEvent::Type, const json& o) {
+        EnqueueWorkloadOwner(o);
+      });
 }
 
 void Controller::EnqueueMiniCluster(const json& minicluster) {
-  queue_.Add(ObjectKey(minicluster));
+  queue_.Add(kube::ObjectKey(minicluster));
 }
 
 void Controller::EnqueueOwner(const json& object) {
-  const std::string owner = ControllerOwnerName(object, kKind);
+  const std::string owner = kube::ControllerOwnerName(object, kKind);
   if (owner.empty()) return;
-  queue_.Add(ObjectMeta(object).namespace_name() + "/" + owner);
+  queue_.Add(kube::ObjectMeta(object).namespace_name() + "/" + owner);
 }
 
 void Controller::EnqueueWorkloadOwner(const json& workload) {
   // A Workload is owned by the Job, which has the MiniCluster's name.
-  const std::string job = ControllerOwnerName(workload, "Job");
+  const std::string job = kube::ControllerOwnerName(workload, "Job");
   if (job.empty()) return;
-  const std::string key = ObjectMeta(workload).namespace_name() + "/" + job;
+  const std::string key =
+      kube::ObjectMeta(workload).namespace_name() + "/" + job;
   if (watches_.caches().miniclusters.Get(key)) queue_.Add(key);
 }
 
@@ -81,14 +84,14 @@ void Controller::RunWorker() {
 bool Controller::ProcessNextItem() {
   const auto key = queue_.Get();
   if (!key) return false;
-  if (metrics_ != nullptr) metrics_->WorkerStarted();
+  if (observer_ != nullptr) observer_->WorkerStarted();
   const auto start = std::chrono::steady_clock::now();
   const ReconcileResult result = SyncHandler(*key);
-  if (metrics_ != nullptr) {
+  if (observer_ != nullptr) {
     const std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
-    metrics_->ObserveReconcile(result, took.count());
-    metrics_->WorkerFinished();
+    observer_->ObserveReconcile(result, took.count());
+    observer_->WorkerFinished();
   }
   if (result.retry()) {
     const auto delay = queue_.AddRateLimited(*key);

@@ -10,10 +10,9 @@
 #include <string>
 
 #include "common/stop_signal.h"
-#include "controller/metrics.h"
 #include "controller/reconciler.h"
 #include "controller/watches.h"
-#include "controller/work_queue.h"
+#include "kube/work_queue.h"
 
 namespace fcc::controller {
 
@@ -26,9 +25,9 @@ struct ControllerConfig {
 class Controller {
  public:
   // Registers the event handlers on `watches`, so it must run before
-  // watches.Start. `metrics` (may be null) hears of every reconcile.
-  Controller(ControllerConfig config, Watches& watches, WorkQueue& queue,
-             Reconciler& reconciler, Metrics* metrics = nullptr);
+  // watches.Start. `observer` (may be null) hears of every reconcile.
+  Controller(ControllerConfig config, Watches& watches, kube::WorkQueue& queue,
+             Reconciler& reconciler, ReconcileObserver* observer = nullptr);
 
   // Waits for the caches to sync, then runs the workers and the resync
   // until `stop`; shuts the queue down and joins the workers on the way out.
@@ -50,9 +49,9 @@ class Controller {
 
   const ControllerConfig config_;
   Watches& watches_;
-  WorkQueue& queue_;
+  kube::WorkQueue& queue_;
   Reconciler& reconciler_;
-  Metrics* metrics_;
+  ReconcileObserver* observer_;
 };
 
 }  // namespace fcc::controller

@@ -1,6 +1,6 @@
 #include "controller/desired.h"
 
-#include "common/names.h"
+#include "common/volume_contract.h"
 
 namespace fcc::controller {
 namespace {
@@ -87,10 +87,10 @@ json CsiVolumeSource(const MiniCluster& mc) {
   return json{{"driver", common::kDriverName},
               {"readOnly", true},
               {"volumeAttributes",
-               {{"minicluster", mc.name},
+               {{common::kAttrMiniCluster, mc.name},
                 // A re-created MiniCluster of the same name gets a new key.
-                {"generation", mc.uid},
-                {"owner", mc.spec.flux_user.OwnerAttribute()}}}};
+                {common::kAttrGeneration, mc.uid},
+                {common::kAttrOwner, mc.spec.flux_user.OwnerAttribute()}}}};
 }
 
 json Volumes(const MiniCluster& mc) {
@@ -174,7 +174,8 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
   toml += "# Flux broker config of MiniCluster " + mc.namespace_name + "/" +
           mc.name + ", written by minicluster-controller.\n";
   toml += "[bootstrap]\n";
-  toml += "curve_cert = \"" + opts.curve_mount_path + "/curve.cert\"\n";
+  toml += "curve_cert = \"" + opts.curve_mount_path + "/" +
+          std::string(common::kCertFileName) + "\"\n";
   toml += "default_port = " + port + "\n";
   toml += "default_bind = \"tcp://0.0.0.0:%p\"\n";
   // %h is the broker's hostname (<job>-<index>); the headless Service gives

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/volume_contract.h"
 #include "controller/minicluster.h"
 
 namespace fcc::controller {
@@ -18,7 +19,7 @@ inline constexpr char kBrokerContainerName[] = "flux-broker";
 struct DesiredOptions {
   std::string cluster_domain = "cluster.local";
   // Where the CSI volume (and so curve.cert) is mounted in every pod.
-  std::string curve_mount_path = kCurveMountPath;
+  std::string curve_mount_path{common::kCertMountPath};
   // A writable emptyDir the start script writes the broker config into.
   std::string config_mount_path = kConfigMountPath;
   // A writable emptyDir over /run. The start script makes run/flux in it as
@@ -69,7 +70,7 @@ nlohmann::json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts);
 
 // What the controller keeps applying to an existing Job (its own labels and
 // the ownerReference). Everything else was set once, at creation, and
-// belongs to the Job controller or Kueue afterwards; see reconciler.h.
+// belongs to the Job controller or Kueue afterwards; see plan.h.
 nlohmann::json JobApplyBody(const MiniCluster& mc);
 
 // Body for the separate "launcher" field manager: spec.suspend of an

@@ -6,10 +6,11 @@
 #include <exception>
 #include <optional>
 
-#include "controller/leader_election.h"
 #include "controller/minicluster.h"
-#include "controller/object_meta.h"
 #include "controller/plan.h"
+#include "kube/api_path.h"
+#include "kube/object_meta.h"
+#include "kube/time_format.h"
 
 namespace fcc::controller {
 namespace {
@@ -29,27 +30,22 @@ struct Phase {
 Phase PhaseOf(const json& status) {
   Phase p;
   if (!status.is_object()) return p;
-  p.state = StringAt(status, "state");
+  p.state = kube::StringAt(status, "state");
   const std::string& type = p.state == "Pending" ? "Queued" : p.state;
-  const json& conditions = FieldAt(status, "conditions");
+  const json& conditions = kube::FieldAt(status, "conditions");
   if (!conditions.is_array()) return p;
   for (const json& c : conditions) {
-    if (StringAt(c, "type") == type) {
-      p.reason = StringAt(c, "reason");
-      p.message = StringAt(c, "message");
+    if (kube::StringAt(c, "type") == type) {
+      p.reason = kube::StringAt(c, "reason");
+      p.message = kube::StringAt(c, "message");
     }
   }
   return p;
 }
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A refusal: the controller will not go on until the user acts.
 bool Refusal(const Phase& p) {
-  return (p.state == "Pending" && EndsWith(p.reason, "NameTaken")) ||
+  return (p.state == "Pending" && p.reason.ends_with("NameTaken")) ||
          (p.state == "Failed" && p.reason == "InvalidSpec");
 }
 
@@ -65,10 +61,10 @@ std::string Truncate(std::string note) {
 
 // What Kueue's Workload says, as " (<reason>: <message>)", or "".
 std::string WorkloadDetail(const json& status) {
-  const json& wl = FieldAt(status, "workload");
-  const std::string& reason = StringAt(wl, "reason");
+  const json& wl = kube::FieldAt(status, "workload");
+  const std::string& reason = kube::StringAt(wl, "reason");
   if (reason.empty()) return "";
-  const std::string& message = StringAt(wl, "message");
+  const std::string& message = kube::StringAt(wl, "message");
   return " (" + reason + (message.empty() ? "" : ": " + message) + ")";
 }
 
@@ -90,7 +86,8 @@ EventSpec RunningEvent(const json& status, bool queued) {
   if (!queued) {
     return {"Normal", "Started", "Reconcile", "the Job is unsuspended"};
   }
-  const std::string& cq = StringAt(FieldAt(status, "workload"), "clusterQueue");
+  const std::string& cq =
+      kube::StringAt(kube::FieldAt(status, "workload"), "clusterQueue");
   return {"Normal", "Admitted", "Reconcile",
           "Kueue admitted the Job" +
               (cq.empty() ? std::string() : " to ClusterQueue " + cq) +
@@ -151,7 +148,7 @@ json EventRelevantStatus(const json& status) {
 json EventObject(const json& regarding, const EventSpec& event,
                  const std::string& reporting_instance,
                  const std::string& event_time, const std::string& unique) {
-  const ObjectMeta meta(regarding);
+  const kube::ObjectMeta meta(regarding);
   return json{{"apiVersion", "events.k8s.io/v1"},
               {"kind", "Event"},
               {"metadata",
@@ -180,18 +177,18 @@ void KubeEventRecorder::Record(const json& regarding, const EventSpec& event) {
 
 void KubeEventRecorder::Send(const json& regarding, const EventSpec& event,
                              std::chrono::system_clock::time_point when) {
-  const std::string key = ObjectKey(regarding);
+  const std::string key = kube::ObjectKey(regarding);
   try {
     const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            when.time_since_epoch())
                            .count();
     const json body =
-        EventObject(regarding, event, instance_, FormatMicroTime(when),
+        EventObject(regarding, event, instance_, kube::FormatMicroTime(when),
                     fmt::format("{:x}", nanos));
-    const HttpResponse response =
-        api_.Create(CollectionPath("events.k8s.io/v1", "events",
-                                   ObjectMeta(regarding).namespace_name()),
-                    body, kFieldManager);
+    const kube::HttpResponse response = api_.Create(
+        kube::CollectionPath("events.k8s.io/v1", "events",
+                             kube::ObjectMeta(regarding).namespace_name()),
+        body, kFieldManager);
     if (response.ok()) {
       spdlog::debug("minicluster {}: event {}", key, event.reason);
     } else {
@@ -206,7 +203,7 @@ void KubeEventRecorder::Send(const json& regarding, const EventSpec& event,
 
 json EventReference(const json& object) {
   json metadata = json::object();
-  const json& from = FieldAt(object, "metadata");
+  const json& from = kube::FieldAt(object, "metadata");
   for (const char* field : {"name", "namespace", "uid", "resourceVersion"}) {
     if (from.contains(field)) metadata[field] = from[field];
   }
@@ -246,7 +243,7 @@ void AsyncEventRecorder::Record(const json& regarding, const EventSpec& event) {
     }
   }
   spdlog::warn("minicluster {}: event {} dropped: {} events wait already",
-               ObjectKey(regarding), event.reason, max_pending_);
+               kube::ObjectKey(regarding), event.reason, max_pending_);
 }
 
 void AsyncEventRecorder::Run() {

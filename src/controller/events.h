@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "controller/kube_client.h"
+#include "kube/kube_client.h"
 
 namespace fcc::controller {
 
@@ -70,7 +70,7 @@ class EventRecorder {
 // is worth less than a reconcile).
 class KubeEventRecorder : public EventRecorder {
  public:
-  KubeEventRecorder(KubeApi& api, std::string reporting_instance)
+  KubeEventRecorder(kube::KubeApi& api, std::string reporting_instance)
       : api_(api), instance_(std::move(reporting_instance)) {}
   void Record(const nlohmann::json& regarding, const EventSpec& event) override;
   // The Event of what happened at `when`.
@@ -78,7 +78,7 @@ class KubeEventRecorder : public EventRecorder {
             std::chrono::system_clock::time_point when);
 
  private:
-  KubeApi& api_;
+  kube::KubeApi& api_;
   const std::string instance_;
 };
 

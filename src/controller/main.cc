@@ -18,13 +18,13 @@
 #include "common/stop_signal.h"
 #include "controller/controller.h"
 #include "controller/events.h"
-#include "controller/kube_client.h"
-#include "controller/leader_election.h"
 #include "controller/metrics.h"
 #include "controller/reconciler.h"
 #include "controller/render.h"
 #include "controller/watches.h"
-#include "controller/work_queue.h"
+#include "kube/kube_client.h"
+#include "kube/leader_election.h"
+#include "kube/work_queue.h"
 
 namespace fcc::controller {
 namespace {
@@ -43,15 +43,12 @@ struct RunFlags {
   int watch_timeout_s = 300;
 };
 
-std::optional<KubeConfig> LoadConfig(const RunFlags& flags) {
-  try {
-    return flags.kubeconfig.empty()
-               ? InClusterConfig()
-               : LoadKubeconfig(flags.kubeconfig, flags.context);
-  } catch (const std::exception& e) {
-    spdlog::critical("{}", e.what());
-    return std::nullopt;
-  }
+std::expected<kube::KubeConfig, std::string> LoadConfig(const RunFlags& flags) {
+  auto config = flags.kubeconfig.empty()
+                    ? kube::InClusterConfig()
+                    : kube::LoadKubeconfig(flags.kubeconfig, flags.context);
+  if (config) config->user_agent = "minicluster-controller/" FCC_VERSION;
+  return config;
 }
 
 // Events' reportingInstance: the pod's name in a cluster.
@@ -62,15 +59,15 @@ std::string HostName() {
 }
 
 // nullopt without --leader-elect; an error when the Lease has no namespace.
-std::expected<std::optional<LeaderElectionOptions>, std::string>
-ElectionOptions(const RunFlags& flags, const KubeConfig& config) {
+std::expected<std::optional<kube::LeaderElectionOptions>, std::string>
+ElectionOptions(const RunFlags& flags, const kube::KubeConfig& config) {
   if (!flags.leader_elect) return std::nullopt;
-  LeaderElectionOptions le;
+  kube::LeaderElectionOptions le;
   le.namespace_name = flags.leader_election_namespace.empty()
                           ? config.namespace_name
                           : flags.leader_election_namespace;
   le.name = flags.leader_election_id;
-  le.identity = ReplicaIdentity();
+  le.identity = kube::ReplicaIdentity();
   if (le.namespace_name.empty()) {
     return std::unexpected(
         "--leader-elect needs --leader-election-namespace outside a cluster");
@@ -103,10 +100,10 @@ std::expected<std::unique_ptr<common::HttpServer>, std::string> StartHealth(
 
 // Runs the controller until a signal (0) or a lost lease (1).
 int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
-                   KubeClient& client,
-                   const std::optional<LeaderElectionOptions>& election,
+                   kube::KubeClient& client,
+                   const std::optional<kube::LeaderElectionOptions>& election,
                    common::StopSignal& stop) {
-  WorkQueue queue;
+  kube::WorkQueue queue;
   Metrics metrics(&queue, client.config().server, flags.workers);
   queue.set_observer(&metrics);
   client.set_observer(&metrics);
@@ -117,7 +114,7 @@ int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
     spdlog::critical("{}", health.error());
     return 2;
   }
-  KubeClientApi api(client);
+  kube::KubeClientApi api(client);
   KubeEventRecorder event_sender(api, HostName());
   // Events go out on a thread of their own: a worker's next reconcile does
   // not wait for the previous one's Event.
@@ -130,7 +127,7 @@ int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
   watches.Start(stop);
   int exit_code = 0;
   if (election) {
-    LeaderElector elector(client, *election);
+    kube::LeaderElector elector(client, *election);
     if (!elector.RunWhileLeading(stop, [&] { controller.Run(stop); }))
       exit_code = 1;
   } else {
@@ -149,7 +146,10 @@ int Run(const RunFlags& flags, const DesiredOptions& desired) {
   common::StopSignal stop;
   common::StopOnSignal stop_on_signal(std::move(*signals), stop);
   const auto config = LoadConfig(flags);
-  if (!config) return 2;
+  if (!config) {
+    spdlog::critical("{}", config.error());
+    return 2;
+  }
   spdlog::info("minicluster-controller {} talking to {}", FCC_VERSION,
                config->server);
   const auto election = ElectionOptions(flags, *config);
@@ -157,7 +157,7 @@ int Run(const RunFlags& flags, const DesiredOptions& desired) {
     spdlog::critical("{}", election.error());
     return 2;
   }
-  KubeClient client(*config);
+  kube::KubeClient client(*config);
   const int exit_code = RunReconciling(flags, desired, client, *election, stop);
   spdlog::info("stopped");
   return exit_code;
@@ -216,12 +216,12 @@ int Render(const std::string& file, const DesiredOptions& desired) {
     std::cerr << "render: " << text.error() << "\n";
     return 1;
   }
-  try {
-    std::cout << RenderMiniCluster(*text, desired);
-  } catch (const std::exception& e) {
-    std::cerr << "render " << file << ": " << e.what() << "\n";
+  const auto rendered = RenderMiniCluster(*text, desired);
+  if (!rendered) {
+    std::cerr << "render " << file << ": " << rendered.error() << "\n";
     return 1;
   }
+  std::cout << *rendered;
   return 0;
 }
 

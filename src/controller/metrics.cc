@@ -66,7 +66,8 @@ std::string HostLabel(std::string_view server) {
   return std::string(server.substr(0, server.find('/')));
 }
 
-Metrics::Metrics(const WorkQueue* queue, std::string_view server, int workers)
+Metrics::Metrics(const kube::WorkQueue* queue, std::string_view server,
+                 int workers)
     : registry_(std::make_shared<prometheus::Registry>()),
       queue_(queue),
       host_(HostLabel(server)),
@@ -161,7 +162,7 @@ void Metrics::ObserveRequest(std::string_view method, long status,
 void Metrics::RefreshQueue() {
   if (queue_ == nullptr) return;
   depth_.Set(static_cast<double>(queue_->Len()));
-  const WorkQueue::InProgress work = queue_->InProgressWork();
+  const kube::WorkQueue::InProgress work = queue_->InProgressWork();
   unfinished_work_.Set(work.unfinished_seconds);
   longest_running_.Set(work.longest_seconds);
 }

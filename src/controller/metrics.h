@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 
-#include "controller/kube_client.h"
 #include "controller/reconciler.h"
-#include "controller/work_queue.h"
+#include "kube/kube_client.h"
+#include "kube/work_queue.h"
 
 namespace fcc::controller {
 
@@ -33,16 +33,18 @@ std::string ReconcileResultLabel(const ReconcileResult& result);
 // "host:port" of an API server URL, client-go's host label.
 std::string HostLabel(std::string_view server);
 
-class Metrics : public WorkQueueObserver, public RequestObserver {
+class Metrics final : public ReconcileObserver,
+                      public kube::WorkQueueObserver,
+                      public kube::RequestObserver {
  public:
   // `queue` (may be null) is read at each scrape; `server` is the API
   // server's URL; `workers` the number of concurrent reconciles.
-  Metrics(const WorkQueue* queue, std::string_view server, int workers);
+  Metrics(const kube::WorkQueue* queue, std::string_view server, int workers);
 
-  void ObserveReconcile(const ReconcileResult& result, double seconds);
   // Reconciles running now (controller_runtime_active_workers).
-  void WorkerStarted();
-  void WorkerFinished();
+  void WorkerStarted() override;
+  void ObserveReconcile(const ReconcileResult& result, double seconds) override;
+  void WorkerFinished() override;
 
   void Added() override;
   void Waited(double seconds) override;
@@ -58,7 +60,7 @@ class Metrics : public WorkQueueObserver, public RequestObserver {
   void RefreshQueue();
 
   std::shared_ptr<prometheus::Registry> registry_;
-  const WorkQueue* queue_;
+  const kube::WorkQueue* queue_;
   const std::string host_;
   prometheus::Family<prometheus::Counter>& reconcile_total_;
   prometheus::Counter& reconcile_errors_;

@@ -6,7 +6,9 @@
 #include <string_view>
 
 #include "common/names.h"
-#include "controller/object_meta.h"
+#include "common/path.h"
+#include "common/volume_contract.h"
+#include "kube/object_meta.h"
 
 namespace fcc::controller {
 namespace {
@@ -15,10 +17,6 @@ using nlohmann::json;
 
 constexpr int kMaxHostnameLength = 63;  // a DNS label; pods get <job>-<index>
 constexpr int32_t kMaxSize = 100000;
-
-bool IsLowerAlnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
 
 int DecimalDigits(int64_t n) {
   int digits = 1;
@@ -56,13 +54,15 @@ void CheckTypeMeta(const json& object, Errors& errors) {
 }
 
 void ReadMetadata(const json& object, MiniCluster& mc) {
-  const ObjectMeta meta(object);
+  const kube::ObjectMeta meta(object);
   mc.name = meta.name();
   mc.namespace_name = meta.namespace_name();
   mc.uid = meta.uid();
-  const json& generation = FieldAt(FieldAt(object, "metadata"), "generation");
+  const json& generation =
+      kube::FieldAt(kube::FieldAt(object, "metadata"), "generation");
   if (generation.is_number_integer()) mc.generation = generation.get<int64_t>();
-  const json& labels = FieldAt(FieldAt(object, "metadata"), "labels");
+  const json& labels =
+      kube::FieldAt(kube::FieldAt(object, "metadata"), "labels");
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       if (v.is_string()) mc.labels[k] = v.get<std::string>();
@@ -195,19 +195,15 @@ void ReadStringMap(const json& spec, const std::string& field,
   }
 }
 
-bool HasPrefix(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 // Labels the Job controller sets on every pod, and its legacy ones.
 bool IsJobControllerKey(std::string_view key) {
-  return HasPrefix(key, "batch.kubernetes.io/") || key == "job-name" ||
+  return key.starts_with("batch.kubernetes.io/") || key == "job-name" ||
          key == "controller-uid";
 }
 
 // Why a pod label key is not the MiniCluster's to set; empty if it is.
 std::string OwnedPodLabel(const std::string& key) {
-  if (HasPrefix(key, kOwnPrefix) || key == kAppNameLabel ||
+  if (key.starts_with(kOwnPrefix) || key == kAppNameLabel ||
       key == kAppInstanceLabel || key == kManagedByLabel) {
     return "set by the controller on every broker pod (the Service selects "
            "them by it); choose another key";
@@ -239,7 +235,7 @@ void ReadPodMetadata(const json& spec, PodFields& pod, Errors& errors) {
   }
   ReadStringMap(spec, "podAnnotations", pod.annotations, errors);
   for (const auto& [key, value] : pod.annotations) {
-    if (HasPrefix(key, kOwnPrefix) || IsJobControllerKey(key)) {
+    if (key.starts_with(kOwnPrefix) || IsJobControllerKey(key)) {
       errors.push_back("spec.podAnnotations[" + Quoted(key) +
                        "]: the minicluster.dev/ and batch.kubernetes.io/ "
                        "prefixes belong to the controller and the Job "
@@ -266,8 +262,8 @@ void CheckToleration(const json& t, const std::string& where, Errors& errors) {
   static const std::set<std::string> kOperators{"", "Exists", "Equal"};
   static const std::set<std::string> kEffects{"", "NoSchedule",
                                               "PreferNoSchedule", "NoExecute"};
-  const std::string& op = StringAt(t, "operator");
-  const std::string& effect = StringAt(t, "effect");
+  const std::string& op = kube::StringAt(t, "operator");
+  const std::string& effect = kube::StringAt(t, "effect");
   if (!kOperators.contains(op)) {
     errors.push_back(where + ".operator: must be Exists or Equal, got " +
                      Quoted(op));
@@ -278,10 +274,10 @@ void CheckToleration(const json& t, const std::string& where, Errors& errors) {
                      "NoExecute, got " +
                      Quoted(effect));
   }
-  if (op == "Exists" && !StringAt(t, "value").empty()) {
+  if (op == "Exists" && !kube::StringAt(t, "value").empty()) {
     errors.push_back(where + ".value: must be empty when operator is Exists");
   }
-  if (StringAt(t, "key").empty() && op != "Exists") {
+  if (kube::StringAt(t, "key").empty() && op != "Exists") {
     errors.push_back(where +
                      ".operator: must be Exists when key is empty (a "
                      "toleration of every taint)");
@@ -333,7 +329,7 @@ bool IsOwnedVolume(const std::string& name) {
 
 void CheckVolume(const json& volume, const std::string& where,
                  std::set<std::string>& names, Errors& errors) {
-  const std::string name = StringAt(volume, "name");
+  const std::string name = kube::StringAt(volume, "name");
   if (!common::IsDns1123Label(name)) {
     errors.push_back(where +
                      ".name: must be a DNS-1123 label (lowercase letters, "
@@ -348,12 +344,14 @@ void CheckVolume(const json& volume, const std::string& where,
     errors.push_back(where + ".name: " + Quoted(name) +
                      " is used twice; volume names must be unique");
   }
-  if (StringAt(FieldAt(volume, "csi"), "driver") == common::kDriverName) {
+  if (kube::StringAt(kube::FieldAt(volume, "csi"), "driver") ==
+      common::kDriverName) {
     errors.push_back(where +
                      ".csi.driver: the controller makes the one "
                      "curve.minicluster.dev volume itself (the cert is at " +
-                     kCurveMountPath +
-                     "/curve.cert in every broker); remove this volume");
+                     std::string(common::kCertMountPath) + "/" +
+                     std::string(common::kCertFileName) +
+                     " in every broker); remove this volume");
   }
 }
 
@@ -376,30 +374,16 @@ void ReadVolumes(const json& spec, PodFields& pod, Errors& errors) {
   }
 }
 
-// "/a//b/" -> "/a/b"; nullopt if not absolute or with a "." or ".." part.
-std::optional<std::string> NormalPath(std::string_view path) {
-  if (path.empty() || path.front() != '/') return std::nullopt;
-  std::string normal;
-  while (!path.empty()) {
-    path.remove_prefix(std::min(path.find_first_not_of('/'), path.size()));
-    const std::string_view part = path.substr(0, path.find('/'));
-    if (part == "." || part == "..") return std::nullopt;
-    if (!part.empty()) normal += "/" + std::string(part);
-    path.remove_prefix(part.size());
-  }
-  return normal.empty() ? "/" : normal;
-}
-
 // Why a mount path is not the MiniCluster's to use; empty if it is.
 std::string OwnedMountPath(const std::string& path) {
-  static const std::array<std::pair<const char*, const char*>, 3> kOwned{{
-      {kCurveMountPath, "the curve cert"},
+  static const std::array<std::pair<std::string_view, const char*>, 3> kOwned{{
+      {common::kCertMountPath, "the curve cert"},
       {kConfigMountPath, "the broker config"},
       {kRunMountPath, "the broker's socket"},
   }};
   for (const auto& [root, what] : kOwned) {
-    if (path == root || HasPrefix(path, std::string(root) + "/")) {
-      return std::string("is at or under ") + root +
+    if (path == root || path.starts_with(std::string(root) + "/")) {
+      return "is at or under " + std::string(root) +
              ", where the controller mounts " + what + "; mount elsewhere";
     }
   }
@@ -409,7 +393,7 @@ std::string OwnedMountPath(const std::string& path) {
 void CheckVolumeMount(const json& mount, const std::string& where,
                       const std::set<std::string>& volumes,
                       std::set<std::string>& paths, Errors& errors) {
-  const std::string name = StringAt(mount, "name");
+  const std::string name = kube::StringAt(mount, "name");
   if (IsOwnedVolume(name)) {
     errors.push_back(where + ".name: " + Quoted(name) +
                      " is the controller's volume, already mounted; mount "
@@ -418,8 +402,8 @@ void CheckVolumeMount(const json& mount, const std::string& where,
     errors.push_back(where + ".name: no volume " + Quoted(name) +
                      " in spec.volumes; add it there");
   }
-  const std::string& path = StringAt(mount, "mountPath");
-  const auto normal = NormalPath(path);
+  const std::string& path = kube::StringAt(mount, "mountPath");
+  const auto normal = common::NormalAbsolutePath(path);
   if (!normal) {
     errors.push_back(where +
                      ".mountPath: must be an absolute path without . or .. "
@@ -444,7 +428,7 @@ void ReadVolumeMounts(const json& spec, MiniClusterSpec& s, Errors& errors) {
   }
   std::set<std::string> volumes, paths;
   for (const auto& volume : s.pod.volumes) {
-    volumes.insert(StringAt(volume, "name"));
+    volumes.insert(kube::StringAt(volume, "name"));
   }
   for (size_t i = 0; i < s.volume_mounts.size(); ++i) {
     const std::string where = "spec.volumeMounts[" + std::to_string(i) + "]";

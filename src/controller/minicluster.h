@@ -36,7 +36,6 @@ inline constexpr char kOwnPrefix[] = "minicluster.dev/";
 inline constexpr char kCurveVolume[] = "curve";
 inline constexpr char kConfigVolume[] = "flux-config";
 inline constexpr char kRunVolume[] = "flux-run";
-inline constexpr char kCurveMountPath[] = "/etc/flux/curve";
 inline constexpr char kConfigMountPath[] = "/etc/flux/minicluster";
 inline constexpr char kRunMountPath[] = "/run";
 

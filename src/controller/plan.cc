@@ -1,8 +1,8 @@
 #include "controller/plan.h"
 
-#include "controller/kube_client.h"
-#include "controller/object_meta.h"
 #include "controller/status.h"
+#include "kube/api_path.h"
+#include "kube/object_meta.h"
 
 namespace fcc::controller {
 namespace {
@@ -20,12 +20,13 @@ json Comparable(const json& desired) {
 }
 
 bool JobFinished(const json& job) {
-  const json& conditions = FieldAt(FieldAt(job, "status"), "conditions");
+  const json& conditions =
+      kube::FieldAt(kube::FieldAt(job, "status"), "conditions");
   if (!conditions.is_array()) return false;
   for (const auto& c : conditions) {
-    const std::string& type = StringAt(c, "type");
+    const std::string& type = kube::StringAt(c, "type");
     if ((type == "Complete" || type == "Failed") &&
-        StringAt(c, "status") == "True") {
+        kube::StringAt(c, "status") == "True") {
       return true;
     }
   }
@@ -33,14 +34,15 @@ bool JobFinished(const json& job) {
 }
 
 bool JobSuspended(const json& job) {
-  const json& suspend = FieldAt(FieldAt(job, "spec"), "suspend");
+  const json& suspend = kube::FieldAt(kube::FieldAt(job, "spec"), "suspend");
   return suspend.is_boolean() && suspend.get<bool>();
 }
 
 Action StatusAction(const MiniCluster& mc, json status) {
   return Action{
       Action::Kind::kApplyStatus,
-      ObjectPath(kApiVersion, kPlural, mc.namespace_name, mc.name, "status"),
+      kube::ObjectPath(kApiVersion, kPlural, mc.namespace_name, mc.name,
+                       "status"),
       json{{"apiVersion", kApiVersion},
            {"kind", kKind},
            {"metadata", {{"name", mc.name}, {"namespace", mc.namespace_name}}},
@@ -57,7 +59,7 @@ struct Parsed {
 
 std::optional<Parsed> ParseObserved(const Observed& observed) {
   if (observed.minicluster == nullptr ||
-      ObjectMeta(*observed.minicluster).deleting()) {
+      kube::ObjectMeta(*observed.minicluster).deleting()) {
     return std::nullopt;
   }
   ParseResult parsed = ParseMiniCluster(*observed.minicluster);
@@ -68,14 +70,14 @@ std::optional<Parsed> ParseObserved(const Observed& observed) {
 // A Job of the MiniCluster's name that it does not control: a user's, or
 // the previous MiniCluster of this name still being garbage-collected.
 bool JobInTheWay(const MiniCluster& mc, const json* job) {
-  return job != nullptr && !ControlledBy(*job, mc.uid);
+  return job != nullptr && !kube::ControlledBy(*job, mc.uid);
 }
 
 // A Service of the MiniCluster's name that it does not control: a user's,
 // or the previous MiniCluster's being garbage-collected. It is never taken
 // over (its selector would then pick the MiniCluster's pods).
 bool ServiceInTheWay(const MiniCluster& mc, const json* service) {
-  return service != nullptr && !ControlledBy(*service, mc.uid);
+  return service != nullptr && !kube::ControlledBy(*service, mc.uid);
 }
 
 // Pending, reason <kind>NameTaken: an object of that kind and name that the
@@ -115,7 +117,7 @@ std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
   // that the label-filtered cache does not show.
   if (observed == nullptr) {
     return Action{Action::Kind::kCreateService,
-                  CollectionPath("v1", "services", mc.namespace_name),
+                  kube::CollectionPath("v1", "services", mc.namespace_name),
                   std::move(service), kCreateFieldManager, false};
   }
   if (ServiceInTheWay(mc, observed) ||
@@ -124,7 +126,7 @@ std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
   }
   return Action{
       Action::Kind::kApplyService,
-      ObjectPath("v1", "services", mc.namespace_name, ServiceName(mc)),
+      kube::ObjectPath("v1", "services", mc.namespace_name, ServiceName(mc)),
       std::move(service), kFieldManager, true};
 }
 
@@ -132,14 +134,14 @@ std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
 void ExistingJobSteps(const MiniCluster& mc, const json& job,
                       std::vector<Action>& actions) {
   const std::string path =
-      ObjectPath("batch/v1", "jobs", mc.namespace_name, JobName(mc));
+      kube::ObjectPath("batch/v1", "jobs", mc.namespace_name, JobName(mc));
   json metadata = JobApplyBody(mc);
   if (!IsSubset(Comparable(metadata), job)) {
     actions.push_back({Action::Kind::kApplyJob, path, std::move(metadata),
                        kFieldManager, true});
   }
-  const bool queued =
-      !mc.QueueName().empty() || ObjectMeta(job).has_label(kQueueNameLabel);
+  const bool queued = !mc.QueueName().empty() ||
+                      kube::ObjectMeta(job).has_label(kQueueNameLabel);
   if (!queued && !JobFinished(job) && JobSuspended(job) != mc.spec.suspend) {
     actions.push_back({Action::Kind::kSetJobSuspend, path,
                        JobSuspendApplyBody(mc, mc.spec.suspend),
@@ -180,9 +182,10 @@ std::vector<Action> PlanReconcile(const Observed& observed,
     if (auto service = ServiceStep(mc, observed.service, options))
       actions.push_back(std::move(*service));
     if (observed.job == nullptr) {
-      actions.push_back({Action::Kind::kCreateJob,
-                         CollectionPath("batch/v1", "jobs", mc.namespace_name),
-                         DesiredJob(mc, options), kCreateFieldManager, false});
+      actions.push_back(
+          {Action::Kind::kCreateJob,
+           kube::CollectionPath("batch/v1", "jobs", mc.namespace_name),
+           DesiredJob(mc, options), kCreateFieldManager, false});
     } else if (!JobInTheWay(mc, observed.job)) {
       ExistingJobSteps(mc, *observed.job, actions);
     }

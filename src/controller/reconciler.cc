@@ -5,9 +5,10 @@
 
 #include <chrono>
 
-#include "controller/informer.h"
-#include "controller/object_meta.h"
 #include "controller/status.h"
+#include "kube/informer.h"
+#include "kube/object_meta.h"
+#include "kube/time_format.h"
 
 namespace fcc::controller {
 namespace {
@@ -17,7 +18,7 @@ using nlohmann::json;
 // The Job in an API response, trimmed like the cache's, if it is one that
 // the MiniCluster `uid` controls (a test double may answer with anything).
 std::optional<json> ControlledJob(json job, const std::string& uid) {
-  if (!job.is_object() || !ControlledBy(job, uid)) return std::nullopt;
+  if (!job.is_object() || !kube::ControlledBy(job, uid)) return std::nullopt;
   TrimJobForCache(job);
   return job;
 }
@@ -25,7 +26,7 @@ std::optional<json> ControlledJob(json job, const std::string& uid) {
 }  // namespace
 
 void TrimJobForCache(json& job) {
-  TrimForCache(job);
+  kube::TrimForCache(job);
   auto spec = job.find("spec");
   if (spec != job.end() && spec->is_object()) spec->erase("template");
 }
@@ -54,7 +55,8 @@ Observed Reconciler::Snapshot::View() const {
 }
 
 std::optional<json> Reconciler::WorkloadOf(const json& job) const {
-  const auto candidates = caches_.workloads.ByIndex(ObjectMeta(job).uid());
+  const auto candidates =
+      caches_.workloads.ByIndex(kube::ObjectMeta(job).uid());
   const json* workload = FindWorkloadForJob(candidates, job);
   if (workload == nullptr) return std::nullopt;
   return *workload;
@@ -79,7 +81,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     written_.Forget(key);
     return ReconcileResult::Done();  // deleted: GC cleans up
   }
-  const std::string now = FormatTime(std::chrono::system_clock::now());
+  const std::string now = kube::FormatTime(std::chrono::system_clock::now());
   const auto plan = PlanReconcile(snapshot->View(), options_, now);
   return Execute(key, *snapshot, plan, now);
 }
@@ -97,15 +99,15 @@ ReconcileResult Reconciler::Execute(const std::string& key,
     if (action.kind == Action::Kind::kApplyStatus) {
       planned_status = &action;
     } else if (action.kind == Action::Kind::kCreateService) {
-      ReconcileResult created =
-          CreateService(key, action, ObjectMeta(snapshot.minicluster).uid());
+      ReconcileResult created = CreateService(
+          key, action, kube::ObjectMeta(snapshot.minicluster).uid());
       service_taken = created.reason == RetryReason::kServiceNameTaken;
       result.Merge(std::move(created));
     } else if (service_taken) {
       continue;  // no Job while another's Service holds the name
     } else if (action.kind == Action::Kind::kCreateJob) {
       Created created =
-          CreateJob(key, action, ObjectMeta(snapshot.minicluster).uid());
+          CreateJob(key, action, kube::ObjectMeta(snapshot.minicluster).uid());
       if (created.abort) return created.result;
       result.Merge(std::move(created.result));
       job_after_create = std::move(created.job);
@@ -148,9 +150,9 @@ ReconcileResult Reconciler::ApplyStatus(const std::string& key,
 void Reconciler::RecordEvents(const std::string& key, const json& minicluster,
                               const json& status) {
   if (events_ == nullptr) return;
-  const ObjectMeta meta(minicluster);
+  const kube::ObjectMeta meta(minicluster);
   const json before =
-      written_.Before(key, meta.uid(), FieldAt(minicluster, "status"));
+      written_.Before(key, meta.uid(), kube::FieldAt(minicluster, "status"));
   const bool queued =
       meta.has_label(kQueueNameLabel) || status.contains("workload");
   for (const EventSpec& event : StatusEvents(before, status, queued))
@@ -160,7 +162,7 @@ void Reconciler::RecordEvents(const std::string& key, const json& minicluster,
 
 ReconcileResult Reconciler::Apply(const std::string& key,
                                   const Action& action) {
-  const HttpResponse response =
+  const kube::HttpResponse response =
       api_.Apply(action.path, action.body, action.field_manager, action.force);
   if (response.ok()) {
     spdlog::info("minicluster {}: {}", key, ActionName(action.kind));
@@ -180,7 +182,7 @@ Reconciler::CreateOutcome Reconciler::CreateOrFind(const std::string& key,
                                                    const std::string& uid,
                                                    std::string_view kind) {
   using Kind = CreateOutcome::Kind;
-  const HttpResponse response =
+  const kube::HttpResponse response =
       api_.Create(action.path, action.body, action.field_manager);
   if (response.ok()) {
     spdlog::info("minicluster {}: {}", key, ActionName(action.kind));
@@ -192,8 +194,8 @@ Reconciler::CreateOutcome Reconciler::CreateOrFind(const std::string& key,
     spdlog::warn("minicluster {}: {}", key, what);
     return {Kind::kFailed, nullptr, std::move(what)};
   }
-  const HttpResponse got =
-      api_.Get(action.path + "/" + ObjectMeta(action.body).name());
+  const kube::HttpResponse got =
+      api_.Get(action.path + "/" + kube::ObjectMeta(action.body).name());
   json existing = json::parse(got.body, nullptr, false);
   if (!got.ok() || !existing.is_object()) {
     std::string what =
@@ -201,7 +203,7 @@ Reconciler::CreateOutcome Reconciler::CreateOrFind(const std::string& key,
     spdlog::warn("minicluster {}: {}", key, what);
     return {Kind::kLookupFailed, nullptr, std::move(what)};
   }
-  if (ControlledBy(existing, uid)) {
+  if (kube::ControlledBy(existing, uid)) {
     return {Kind::kOurs, std::move(existing), ""};
   }
   spdlog::info(

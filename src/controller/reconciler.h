@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "controller/events.h"
-#include "controller/kube_client.h"
-#include "controller/object_store.h"
 #include "controller/plan.h"
+#include "kube/kube_client.h"
+#include "kube/object_store.h"
 
 namespace fcc::controller {
 
@@ -24,10 +24,10 @@ void TrimJobForCache(nlohmann::json& job);
 // The caches the reconciler reads. `workloads` is indexed by
 // JobUidsOfWorkload (status.h).
 struct Caches {
-  const ObjectStore& miniclusters;
-  const ObjectStore& services;
-  const ObjectStore& jobs;
-  const ObjectStore& workloads;
+  const kube::ObjectStore& miniclusters;
+  const kube::ObjectStore& services;
+  const kube::ObjectStore& jobs;
+  const kube::ObjectStore& workloads;
 };
 
 // Why a key goes back to the queue with back-off.
@@ -56,10 +56,22 @@ struct ReconcileResult {
   }
 };
 
+// Hears of every reconcile, for controller-runtime's metrics (the
+// controller's Metrics implements it, as it does the kube runtime's
+// observers).
+class ReconcileObserver {
+ public:
+  virtual ~ReconcileObserver() = default;
+  virtual void WorkerStarted() = 0;
+  virtual void ObserveReconcile(const ReconcileResult& result,
+                                double seconds) = 0;
+  virtual void WorkerFinished() = 0;
+};
+
 class Reconciler {
  public:
   // `events` (may be null: none) hears of every status change it writes.
-  Reconciler(Caches caches, KubeApi& api, DesiredOptions options,
+  Reconciler(Caches caches, kube::KubeApi& api, DesiredOptions options,
              EventRecorder* events = nullptr)
       : caches_(caches),
         api_(api),
@@ -115,7 +127,7 @@ class Reconciler {
                     const nlohmann::json& status);
 
   Caches caches_;
-  KubeApi& api_;
+  kube::KubeApi& api_;
   DesiredOptions options_;
   EventRecorder* events_;
   WrittenStatuses written_;

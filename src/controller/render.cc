@@ -1,20 +1,18 @@
 #include "controller/render.h"
 
-#include <stdexcept>
-
-#include "controller/yaml_json.h"
+#include "kube/yaml_json.h"
 
 namespace fcc::controller {
 
-std::string RenderMiniCluster(const std::string& manifest,
-                              const DesiredOptions& options) {
-  auto documents = YamlToJson(manifest);
-  if (documents.size() != 1) {
-    throw std::runtime_error(
-        "expected exactly one MiniCluster document, found " +
-        std::to_string(documents.size()));
+std::expected<std::string, std::string> RenderMiniCluster(
+    const std::string& manifest, const DesiredOptions& options) {
+  auto documents = kube::YamlToJson(manifest);
+  if (!documents) return std::unexpected(documents.error());
+  if (documents->size() != 1) {
+    return std::unexpected("expected exactly one MiniCluster document, found " +
+                           std::to_string(documents->size()));
   }
-  nlohmann::json& object = documents.front();
+  nlohmann::json& object = documents->front();
   if (object.is_object()) {
     auto& meta = object["metadata"];
     if (!meta.is_object()) meta = nlohmann::json::object();
@@ -23,11 +21,11 @@ std::string RenderMiniCluster(const std::string& manifest,
   }
   ParseResult parsed = ParseMiniCluster(object);
   if (!parsed.minicluster || !parsed.errors.empty()) {
-    throw std::runtime_error(parsed.ErrorText());
+    return std::unexpected(parsed.ErrorText());
   }
   const MiniCluster& mc = *parsed.minicluster;
-  return "---\n" + JsonToYaml(DesiredService(mc, options)) + "---\n" +
-         JsonToYaml(DesiredJob(mc, options));
+  return "---\n" + kube::JsonToYaml(DesiredService(mc, options)) + "---\n" +
+         kube::JsonToYaml(DesiredJob(mc, options));
 }
 
 }  // namespace fcc::controller

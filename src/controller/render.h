@@ -2,6 +2,7 @@
 // create for a MiniCluster manifest, as a YAML stream.
 #pragma once
 
+#include <expected>
 #include <string>
 
 #include "controller/desired.h"
@@ -15,9 +16,8 @@ inline constexpr char kRenderUidPlaceholder[] =
 
 // Parses `manifest` (YAML or JSON, one MiniCluster), defaults namespace to
 // "default" and uid to the placeholder, validates it and returns
-// "---\n<Service>---\n<Job>". Throws std::runtime_error naming the fields
-// to fix.
-std::string RenderMiniCluster(const std::string& manifest,
-                              const DesiredOptions& options);
+// "---\n<Service>---\n<Job>", or the error naming the fields to fix.
+std::expected<std::string, std::string> RenderMiniCluster(
+    const std::string& manifest, const DesiredOptions& options);
 
 }  // namespace fcc::controller

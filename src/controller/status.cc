@@ -4,7 +4,7 @@
 #include <ctime>
 
 #include "controller/desired.h"
-#include "controller/object_meta.h"
+#include "kube/object_meta.h"
 
 namespace fcc::controller {
 namespace {
@@ -138,7 +138,7 @@ std::string StateName(State state) {
 
 WorkloadSummary SummarizeWorkload(const json& workload) {
   WorkloadSummary s;
-  s.name = ObjectMeta(workload).name();
+  s.name = kube::ObjectMeta(workload).name();
   const json status = workload.value("status", json::object());
   s.cluster_queue =
       status.value("admission", json::object()).value("clusterQueue", "");
@@ -174,11 +174,12 @@ WorkloadSummary SummarizeWorkload(const json& workload) {
 }
 
 std::vector<std::string> JobUidsOfWorkload(const json& workload) {
-  const ObjectMeta meta(workload);
+  const kube::ObjectMeta meta(workload);
   std::vector<std::string> uids;
   for (const json& ref : meta.owner_references()) {
-    const std::string& uid = StringAt(ref, "uid");
-    if (StringAt(ref, "kind") == "Job" && !uid.empty()) uids.push_back(uid);
+    const std::string& uid = kube::StringAt(ref, "uid");
+    if (kube::StringAt(ref, "kind") == "Job" && !uid.empty())
+      uids.push_back(uid);
   }
   const std::string& labelled = meta.label(kJobUidLabel);
   if (!labelled.empty() &&
@@ -189,22 +190,13 @@ std::vector<std::string> JobUidsOfWorkload(const json& workload) {
 
 const json* FindWorkloadForJob(const std::vector<json>& workloads,
                                const json& job) {
-  const std::string& uid = ObjectMeta(job).uid();
+  const std::string& uid = kube::ObjectMeta(job).uid();
   if (uid.empty()) return nullptr;
   for (const auto& wl : workloads) {
     const auto uids = JobUidsOfWorkload(wl);
     if (std::find(uids.begin(), uids.end(), uid) != uids.end()) return &wl;
   }
   return nullptr;
-}
-
-std::string FormatTime(std::chrono::system_clock::time_point t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,

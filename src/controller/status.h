@@ -43,9 +43,6 @@ std::vector<std::string> JobUidsOfWorkload(const nlohmann::json& workload);
 const nlohmann::json* FindWorkloadForJob(
     const std::vector<nlohmann::json>& workloads, const nlohmann::json& job);
 
-// Formats a time the way metav1.Time serialises (RFC 3339, seconds, UTC).
-std::string FormatTime(std::chrono::system_clock::time_point t);
-
 // Computes the whole status subresource for `mc`. `job` and `workload` are
 // as observed (nullptr when absent). Conditions keep their previous
 // lastTransitionTime when their status did not change. `now` is an

@@ -3,14 +3,15 @@
 #include "controller/desired.h"
 #include "controller/minicluster.h"
 #include "controller/status.h"
+#include "kube/api_path.h"
 
 namespace fcc::controller {
 namespace {
 
-Informer::Options WatchOf(std::string name, std::string path,
-                          std::string label_selector,
-                          const WatchOptions& options) {
-  Informer::Options o;
+kube::Informer::Options WatchOf(std::string name, std::string path,
+                                std::string label_selector,
+                                const WatchOptions& options) {
+  kube::Informer::Options o;
   o.name = std::move(name);
   o.collection_path = std::move(path);
   o.label_selector = std::move(label_selector);
@@ -18,19 +19,19 @@ Informer::Options WatchOf(std::string name, std::string path,
   return o;
 }
 
-Informer::Options JobWatch(const WatchOptions& options) {
+kube::Informer::Options JobWatch(const WatchOptions& options) {
   // Label-existence selector: only the Jobs the controller made.
-  auto o = WatchOf("jobs",
-                   CollectionPath("batch/v1", "jobs", options.namespace_name),
-                   kNameLabel, options);
+  auto o = WatchOf(
+      "jobs", kube::CollectionPath("batch/v1", "jobs", options.namespace_name),
+      kNameLabel, options);
   o.trim = TrimJobForCache;
   return o;
 }
 
-Informer::Options WorkloadWatch(const WatchOptions& options) {
+kube::Informer::Options WorkloadWatch(const WatchOptions& options) {
   auto o = WatchOf("kueue workloads",
-                   CollectionPath(options.kueue_workload_api, "workloads",
-                                  options.namespace_name),
+                   kube::CollectionPath(options.kueue_workload_api, "workloads",
+                                        options.namespace_name),
                    "", options);
   o.optional = true;  // Kueue is optional
   return o;
@@ -38,20 +39,20 @@ Informer::Options WorkloadWatch(const WatchOptions& options) {
 
 }  // namespace
 
-Watches::Watches(const KubeClient& client, const WatchOptions& options)
+Watches::Watches(const kube::KubeClient& client, const WatchOptions& options)
     : workload_store_(JobUidsOfWorkload),
-      miniclusters_(
-          client,
-          WatchOf("miniclusters",
-                  CollectionPath(kApiVersion, kPlural, options.namespace_name),
-                  "", options),
-          minicluster_store_),
-      services_(
-          client,
-          WatchOf("services",
-                  CollectionPath("v1", "services", options.namespace_name),
-                  kNameLabel, options),
-          service_store_),
+      miniclusters_(client,
+                    WatchOf("miniclusters",
+                            kube::CollectionPath(kApiVersion, kPlural,
+                                                 options.namespace_name),
+                            "", options),
+                    minicluster_store_),
+      services_(client,
+                WatchOf("services",
+                        kube::CollectionPath("v1", "services",
+                                             options.namespace_name),
+                        kNameLabel, options),
+                service_store_),
       jobs_(client, JobWatch(options), job_store_),
       workloads_(client, WorkloadWatch(options), workload_store_) {}
 
@@ -71,7 +72,8 @@ bool Watches::HasSynced() const {
 
 void Watches::Start(common::StopSignal& stop) {
   stop_ = &stop;
-  for (Informer* informer : {&miniclusters_, &services_, &jobs_, &workloads_})
+  for (kube::Informer* informer :
+       {&miniclusters_, &services_, &jobs_, &workloads_})
     threads_.emplace_back([informer, &stop] { informer->Run(stop); });
 }
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "common/stop_signal.h"
-#include "controller/informer.h"
-#include "controller/kube_client.h"
-#include "controller/object_store.h"
 #include "controller/reconciler.h"
+#include "kube/informer.h"
+#include "kube/kube_client.h"
+#include "kube/object_store.h"
 
 namespace fcc::controller {
 
@@ -22,17 +22,17 @@ struct WatchOptions {
 
 class Watches {
  public:
-  Watches(const KubeClient& client, const WatchOptions& options);
+  Watches(const kube::KubeClient& client, const WatchOptions& options);
   // Stops and joins the informers if Start ran.
   ~Watches();
   Watches(const Watches&) = delete;
   Watches& operator=(const Watches&) = delete;
 
   // Register event handlers before Start.
-  Informer& miniclusters() { return miniclusters_; }
-  Informer& services() { return services_; }
-  Informer& jobs() { return jobs_; }
-  Informer& workloads() { return workloads_; }
+  kube::Informer& miniclusters() { return miniclusters_; }
+  kube::Informer& services() { return services_; }
+  kube::Informer& jobs() { return jobs_; }
+  kube::Informer& workloads() { return workloads_; }
 
   Caches caches() const;
   // Every informer has listed once (/readyz).
@@ -41,8 +41,9 @@ class Watches {
   void Start(common::StopSignal& stop);
 
  private:
-  ObjectStore minicluster_store_, service_store_, job_store_, workload_store_;
-  Informer miniclusters_, services_, jobs_, workloads_;
+  kube::ObjectStore minicluster_store_, service_store_, job_store_,
+      workload_store_;
+  kube::Informer miniclusters_, services_, jobs_, workloads_;
   common::StopSignal* stop_ = nullptr;
   std::vector<std::thread> threads_;
 };

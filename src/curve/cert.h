@@ -12,9 +12,6 @@
 
 namespace fcc::curve {
 
-// The file name inside every published volume.
-inline constexpr std::string_view kCertFileName = "curve.cert";
-
 // Renders the ZPL secret certificate Flux reads:
 //   #  ZeroMQ CURVE **Secret** Certificate / #  DO NOT DISTRIBUTE / metadata
 //   name = "<metadata_name>" / curve / public-key / secret-key

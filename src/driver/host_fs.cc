@@ -13,14 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "common/names.h"
+#include "common/file.h"
+#include "common/system_error.h"
 #include "common/unique_fd.h"
+#include "common/volume_contract.h"
 
 namespace fcc::driver {
 namespace {
 
-std::error_code Errno(int e) { return {e, std::system_category()}; }
-std::error_code LastError() { return Errno(errno); }
+using common::LastError;
 
 constexpr unsigned kTmpfsMountFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 constexpr unsigned kTmpfsMountAttrs =
@@ -161,19 +162,12 @@ std::expected<FileSnapshot, std::error_code> LinuxHostFs::ReadFile(
   snap.regular = S_ISREG(st.st_mode);
   if (!snap.regular) return snap;
   std::string content(max_bytes, '\0');
-  size_t got = 0;
-  while (got < max_bytes) {
-    const ssize_t n = read(fd.get(), content.data() + got, max_bytes - got);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const auto error = LastError();
-      snap.content = curve::Secret(std::move(content));  // wiped on return
-      return std::unexpected(error);
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
+  const auto got = common::ReadFull(fd.get(), content);
+  if (!got) {
+    snap.content = curve::Secret(std::move(content));  // wiped on return
+    return std::unexpected(got.error());
   }
-  content.resize(got);
+  content.resize(*got);
   snap.content = curve::Secret(std::move(content));
   return snap;
 }

@@ -1,6 +1,6 @@
 #include "driver/identity_service.h"
 
-#include "common/names.h"
+#include "common/volume_contract.h"
 
 namespace fcc::driver {
 namespace {

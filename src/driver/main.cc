@@ -30,12 +30,12 @@ using namespace fcc;
 // Settings for the long-running node daemon, before gRPC starts threads.
 void TuneForServing() {
   // Debian builds abseil without NDEBUG, so every absl::Mutex lock inside
-  // gRPC ran deadlock detection (a global spinlock and a graph update):
-  // ~13% of the driver's instructions per RPC under callgrind.
+  // gRPC would run deadlock detection: a global spinlock and a graph update
+  // per lock (docs/performance.md, "What was changed in the driver").
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // One malloc arena: glibc gives each gRPC thread its own, and they kept
-  // ~7 MiB of freed heap after a burst of publishes. The driver allocates
-  // little per call, so sharing one costs nothing measurable.
+  // One malloc arena: glibc gives each gRPC thread its own, and each keeps
+  // freed heap after a burst of publishes; the driver allocates little per
+  // call, so sharing one costs nothing (docs/performance.md, same table).
   mallopt(M_ARENA_MAX, 1);
   // The process holds the master key: no core dump may carry it to disk,
   // and no same-uid process may ptrace it.

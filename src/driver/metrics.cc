@@ -92,14 +92,18 @@ Metrics::Metrics(const KeyCache* keys)
                         .Register(*registry_)
                         .Add({})) {}
 
-void Metrics::ObservePublish(grpc::StatusCode code,
-                             std::chrono::steady_clock::duration elapsed) {
-  publish_.Observe(code, elapsed);
-}
-
-void Metrics::ObserveUnpublish(grpc::StatusCode code,
-                               std::chrono::steady_clock::duration elapsed) {
-  unpublish_.Observe(code, elapsed);
+void Metrics::ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
+                         std::chrono::steady_clock::duration elapsed) {
+  switch (rpc) {
+    case CountedRpc::kPublish:
+      publish_.Observe(code, elapsed);
+      break;
+    case CountedRpc::kUnpublish:
+      unpublish_.Observe(code, elapsed);
+      break;
+    case CountedRpc::kNone:
+      break;
+  }
 }
 
 void Metrics::RefreshKeyCache() {

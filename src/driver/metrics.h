@@ -17,18 +17,17 @@
 #include <string>
 
 #include "driver/key_cache.h"
+#include "driver/rpc.h"
 
 namespace fcc::driver {
 
-class Metrics {
+class Metrics final : public RpcObserver {
  public:
   // `keys` (may be null) is read at each scrape for the key cache metrics.
   explicit Metrics(const KeyCache* keys);
 
-  void ObservePublish(grpc::StatusCode code,
-                      std::chrono::steady_clock::duration elapsed);
-  void ObserveUnpublish(grpc::StatusCode code,
-                        std::chrono::steady_clock::duration elapsed);
+  void ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
+                  std::chrono::steady_clock::duration elapsed) override;
 
   // The text exposition format (what GET /metrics returns).
   std::string Render();

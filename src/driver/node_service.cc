@@ -3,9 +3,8 @@
 namespace fcc::driver {
 namespace {
 
-constexpr RpcKind kPublishRpc{"NodePublishVolume", &Metrics::ObservePublish};
-constexpr RpcKind kUnpublishRpc{"NodeUnpublishVolume",
-                                &Metrics::ObserveUnpublish};
+constexpr RpcKind kPublishRpc{"NodePublishVolume", CountedRpc::kPublish};
+constexpr RpcKind kUnpublishRpc{"NodeUnpublishVolume", CountedRpc::kUnpublish};
 constexpr RpcKind kCapabilitiesRpc{"NodeGetCapabilities"};
 constexpr RpcKind kInfoRpc{"NodeGetInfo"};
 
@@ -54,26 +53,26 @@ csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id) {
 }
 
 NodeService::NodeService(std::string node_id, Publisher& publisher,
-                         Metrics* metrics, ValidationPolicy policy)
+                         RpcObserver* observer, ValidationPolicy policy)
     : node_id_(std::move(node_id)),
       publisher_(publisher),
-      metrics_(metrics),
+      observer_(observer),
       policy_(std::move(policy)) {}
 
 void NodeService::ServeOn(RpcServer& server) {
   using Async = csi::v1::Node::AsyncService;
   ServeUnary(server, service_, &Async::RequestNodePublishVolume, kPublishRpc,
-             metrics_, [this](const csi::v1::NodePublishVolumeRequest& r) {
+             observer_, [this](const csi::v1::NodePublishVolumeRequest& r) {
                return HandleNodePublishVolume(r, publisher_, policy_);
              });
   ServeUnary(server, service_, &Async::RequestNodeUnpublishVolume,
-             kUnpublishRpc, metrics_,
+             kUnpublishRpc, observer_,
              [this](const csi::v1::NodeUnpublishVolumeRequest& r) {
                return HandleNodeUnpublishVolume(r, publisher_, policy_);
              });
   ServeUnary(server, service_, &Async::RequestNodeGetCapabilities,
-             kCapabilitiesRpc, metrics_, HandleNodeGetCapabilities);
-  ServeUnary(server, service_, &Async::RequestNodeGetInfo, kInfoRpc, metrics_,
+             kCapabilitiesRpc, observer_, HandleNodeGetCapabilities);
+  ServeUnary(server, service_, &Async::RequestNodeGetInfo, kInfoRpc, observer_,
              [this] { return HandleNodeGetInfo(node_id_); });
   RefuseUnary(server, service_, &Async::RequestNodeStageVolume,
               {"NodeStageVolume"});

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "csi.grpc.pb.h"
-#include "driver/metrics.h"
 #include "driver/publisher.h"
 #include "driver/rpc.h"
 #include "driver/volume_request.h"
@@ -28,9 +27,10 @@ csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id);
 
 class NodeService final {
  public:
-  // `metrics` (optional) counts and times publish and unpublish.
+  // `observer` (optional, the driver's Metrics) counts and times publish and
+  // unpublish.
   NodeService(std::string node_id, Publisher& publisher,
-              Metrics* metrics = nullptr, ValidationPolicy policy = {});
+              RpcObserver* observer = nullptr, ValidationPolicy policy = {});
 
   // For grpc::ServerBuilder::RegisterService.
   grpc::Service* service() { return &service_; }
@@ -41,7 +41,7 @@ class NodeService final {
   csi::v1::Node::AsyncService service_;
   const std::string node_id_;
   Publisher& publisher_;
-  Metrics* const metrics_;
+  RpcObserver* const observer_;
   const ValidationPolicy policy_;
 };
 

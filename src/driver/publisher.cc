@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/volume_contract.h"
 #include "curve/cert.h"
 
 namespace fcc::driver {
@@ -16,13 +17,14 @@ constexpr mode_t kTargetDirMode = 0750;
 constexpr size_t kMaxCertBytes = 4096;
 // More stacked mounts than this at one target is not ours to fix by looping.
 constexpr int kMaxStackedMounts = 64;
-// Every volume's tmpfs has exactly this many inodes (root directory +
-// curve.cert): how the driver knows its own mounts without reading the
+// Every volume's tmpfs has exactly this many inodes: room for what it holds
+// (the root directory and curve.cert) and an unusual count, so statfs's
+// f_files tells the driver's own mounts from others without reading the
 // node's mount table on every call (docs/security.md).
 constexpr uint64_t kVolumeInodes = 8;
 
 std::string CertPath(const std::string& target) {
-  return target + "/" + std::string(curve::kCertFileName);
+  return target + "/" + std::string(common::kCertFileName);
 }
 
 // INTERNAL, except a full filesystem: RESOURCE_EXHAUSTED tells the operator
@@ -37,8 +39,7 @@ Status Internal(std::string_view step, const std::string& target,
 }
 
 // The tmpfs of a volume owned by `owner`: the root directory belongs to the
-// owner and only they may list it; two inodes are enough (root directory +
-// curve.cert).
+// owner and only they may list it.
 TmpfsSpec VolumeTmpfs(const PublisherOptions& options, const Owner& owner) {
   return {.size_bytes = options.volume_size_bytes,
           .nr_inodes = kVolumeInodes,
@@ -184,14 +185,14 @@ Status Publisher::MountFresh(const PublishSpec& spec,
   if (!pending) {
     return roll_back(Internal("making the tmpfs", target, pending.error()));
   }
-  if (auto ec = (*pending)->WriteNewFile(std::string(curve::kCertFileName),
+  if (auto ec = (*pending)->WriteNewFile(std::string(common::kCertFileName),
                                          cert.text.reveal(), kCertMode,
                                          spec.owner.uid, spec.owner.gid)) {
     return roll_back(Status(
         ec == std::errc::no_space_on_device ? StatusCode::RESOURCE_EXHAUSTED
                                             : StatusCode::INTERNAL,
         fmt::format("writing {} at target_path {} failed: {}",
-                    curve::kCertFileName, target, ec.message())));
+                    common::kCertFileName, target, ec.message())));
   }
   if (auto ec = (*pending)->MakeReadOnly()) {
     return roll_back(Internal("making the tmpfs read-only", target, ec));

@@ -3,7 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/un.h>
 
-#include "common/names.h"
+#include "common/path.h"
+#include "common/volume_contract.h"
 #include "driver/rpc.h"
 
 namespace fcc::driver {
@@ -15,9 +16,8 @@ constexpr RpcKind kNotifyRpc{"NotifyRegistrationStatus"};
 }  // namespace
 
 std::string RegistrationSocketPath(const std::string& registration_dir) {
-  std::string dir = registration_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return dir + "/" + std::string(common::kDriverName) + "-reg.sock";
+  return std::string(common::TrimTrailingSlashes(registration_dir)) + "/" +
+         common::kDriverName + "-reg.sock";
 }
 
 std::expected<void, std::string> CheckKubeletRegistrationPath(

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/names.h"
+#include "common/volume_contract.h"
 
 namespace fcc::driver {
 
@@ -41,8 +41,8 @@ namespace fcc::driver {
 
 // Only validated, non-secret fields are logged: never the volume_context (it
 // may carry service-account tokens) nor secrets.
-void RecordRpc(const RpcKind& rpc, Metrics* metrics, std::string_view volume,
-               const grpc::Status& status,
+void RecordRpc(const RpcKind& rpc, RpcObserver* observer,
+               std::string_view volume, const grpc::Status& status,
                std::chrono::steady_clock::duration elapsed) {
   const auto micros =
       std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
@@ -54,8 +54,8 @@ void RecordRpc(const RpcKind& rpc, Metrics* metrics, std::string_view volume,
   } else if (!volume.empty()) {
     spdlog::debug("{}: OK in {} us", call, micros);
   }
-  if (metrics != nullptr && rpc.observe != nullptr) {
-    (metrics->*rpc.observe)(status.error_code(), elapsed);
+  if (observer != nullptr && rpc.counted != CountedRpc::kNone) {
+    observer->ObserveRpc(rpc.counted, status.error_code(), elapsed);
   }
 }
 

@@ -28,8 +28,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "driver/metrics.h"
-
 namespace fcc::driver {
 
 // A handler's answer: the response, or the status the call fails with; and,
@@ -40,12 +38,22 @@ struct RpcAnswer {
   std::string volume;
 };
 
+// The RPCs whose outcomes are counted (the driver's metrics).
+enum class CountedRpc { kNone, kPublish, kUnpublish };
+
 // How one RPC is logged and counted.
 struct RpcKind {
   std::string_view name;  // the log's <rpc>
-  // Where its outcome is counted; null for RPCs without metrics.
-  void (Metrics::*observe)(grpc::StatusCode,
-                           std::chrono::steady_clock::duration) = nullptr;
+  CountedRpc counted = CountedRpc::kNone;
+};
+
+// Hears of every finished call of a counted RPC: the driver's Metrics, as
+// the controller's hears of requests and reconciles.
+class RpcObserver {
+ public:
+  virtual ~RpcObserver() = default;
+  virtual void ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
+                          std::chrono::steady_clock::duration elapsed) = 0;
 };
 
 // The status for an exception that escaped a handler: `why` is its what(),
@@ -59,8 +67,8 @@ grpc::Status UnimplementedStatus(std::string_view rpc);
 // Logs and counts a finished call. Every failure is logged; a success only at
 // debug level, and only for a call about a volume (/healthz calls
 // Identity.Probe on every check).
-void RecordRpc(const RpcKind& rpc, Metrics* metrics, std::string_view volume,
-               const grpc::Status& status,
+void RecordRpc(const RpcKind& rpc, RpcObserver* observer,
+               std::string_view volume, const grpc::Status& status,
                std::chrono::steady_clock::duration elapsed);
 
 // One step of one call, as the completion queue hands it back (gRPC's tag).
@@ -115,7 +123,7 @@ struct UnaryMethod {
   Service* service;
   RequestMethod<Service, Request, Response> request;
   RpcKind kind;
-  Metrics* metrics;  // may be null
+  RpcObserver* observer;  // may be null
   std::function<RpcAnswer<Response>(const Request&)> handler;
 };
 
@@ -162,7 +170,7 @@ class UnaryCall final : public CallStep {
     RpcAnswer<Response> answer = RunHandler();
     const grpc::Status status =
         answer.result ? grpc::Status::OK : answer.result.error();
-    RecordRpc(method_->kind, method_->metrics, answer.volume, status,
+    RecordRpc(method_->kind, method_->observer, answer.volume, status,
               std::chrono::steady_clock::now() - start);
     if (answer.result) {
       writer_.Finish(*answer.result, status, this);
@@ -199,9 +207,9 @@ template <typename Service, typename Request, typename Response,
           typename Handler>
 void ServeUnary(RpcServer& server, std::type_identity_t<Service>& service,
                 RequestMethod<Service, Request, Response> request,
-                const RpcKind& kind, Metrics* metrics, Handler handler) {
+                const RpcKind& kind, RpcObserver* observer, Handler handler) {
   auto method = std::make_shared<UnaryMethod<Service, Request, Response>>(
-      &service, request, kind, metrics,
+      &service, request, kind, observer,
       [handler = std::move(handler)](const Request& r) {
         if constexpr (std::is_invocable_v<Handler, const Request&>) {
           return internal::ToAnswer<Response>(handler(r));

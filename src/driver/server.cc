@@ -13,9 +13,9 @@
 #include <filesystem>
 
 #include "common/http_server.h"
-#include "common/names.h"
 #include "common/signals.h"
 #include "common/unique_fd.h"
+#include "common/volume_contract.h"
 #include "curve/secret.h"
 #include "driver/health_check.h"
 #include "driver/identity_service.h"

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/names.h"
+#include "common/path.h"
 
 namespace fcc::driver {
 namespace {
@@ -19,15 +20,11 @@ std::unexpected<RequestError> Invalid(std::string message) {
       RequestError{StatusCode::INVALID_ARGUMENT, std::move(message)});
 }
 
-bool IsLowerAlnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
 // Safe to put in a log line or error message verbatim.
 bool IsPlainToken(std::string_view s) {
   for (char c : s) {
-    if (!(IsLowerAlnum(c) || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
-          c == '.' || c == ':')) {
+    if (!(common::IsAsciiAlnum(c) || c == '-' || c == '_' || c == '.' ||
+          c == ':')) {
       return false;
     }
   }
@@ -64,18 +61,10 @@ std::expected<std::string, RequestError> CheckTargetPath(std::string_view p) {
   }
   // Refuse "." and ".." components: the driver never resolves its way out
   // of the directory kubelet named.
-  size_t start = 1;
-  while (start <= p.size()) {
-    size_t end = p.find('/', start);
-    if (end == std::string_view::npos) end = p.size();
-    const std::string_view part = p.substr(start, end - start);
-    if (part == "." || part == "..") {
-      return Invalid("target_path must not contain '.' or '..' components");
-    }
-    start = end + 1;
+  if (common::HasDotPart(p)) {
+    return Invalid("target_path must not contain '.' or '..' components");
   }
-  std::string path(p);
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  std::string path(common::TrimTrailingSlashes(p));
   // "/" itself would make publish "repair" (and unpublish detach) the root
   // mount of the driver's namespace.
   if (path == "/") {
@@ -256,7 +245,7 @@ std::expected<PublishSpec, RequestError> WithVolumeAttributes(
   bool have_minicluster = false;
   for (const auto& [key, value] : ctx) {
     if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
-    if (key == kAttrMiniCluster) {
+    if (key == common::kAttrMiniCluster) {
       if (!common::IsDns1123Subdomain(value)) {
         return Invalid(
             "volumeAttributes.minicluster must be the MiniCluster's name: a "
@@ -265,7 +254,7 @@ std::expected<PublishSpec, RequestError> WithVolumeAttributes(
       }
       spec.minicluster.name = value;
       have_minicluster = true;
-    } else if (key == kAttrGeneration) {
+    } else if (key == common::kAttrGeneration) {
       if (value.size() > kMaxGenerationBytes || !IsPlainToken(value)) {
         return Invalid(fmt::format(
             "volumeAttributes.generation must be at most {} characters of "
@@ -274,15 +263,16 @@ std::expected<PublishSpec, RequestError> WithVolumeAttributes(
             kMaxGenerationBytes));
       }
       spec.minicluster.generation = value;
-    } else if (key == kAttrOwner) {
+    } else if (key == common::kAttrOwner) {
       auto owner = ParseOwner(value);
       if (!owner) return Invalid("volumeAttributes.owner " + owner.error());
       spec.owner = *owner;
     } else {
       return Invalid(fmt::format(
-          "volumeAttributes has unknown key {:?}: allowed keys are "
-          "minicluster, generation, owner (check for a typo)",
-          key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>"));
+          "volumeAttributes has unknown key {:?}: allowed keys are {} (check "
+          "for a typo)",
+          key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>",
+          fmt::join(common::kVolumeAttributeKeys, ", ")));
     }
   }
   if (!have_minicluster) {
@@ -350,12 +340,8 @@ std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
 }
 
 std::expected<std::string, std::string> CheckKubeletDir(std::string_view dir) {
-  std::string path(dir);
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const bool dotted = path.find("/./") != std::string::npos ||
-                      path.find("/../") != std::string::npos ||
-                      path.ends_with("/.") || path.ends_with("/..");
-  if (path.empty() || path.front() != '/' || dotted ||
+  std::string path(common::TrimTrailingSlashes(dir));
+  if (path.empty() || path.front() != '/' || common::HasDotPart(path) ||
       path.find("//") != std::string::npos) {
     return std::unexpected(
         "--kubelet-dir must be kubelet's --root-dir as an absolute path "

@@ -10,15 +10,11 @@
 #include <string>
 #include <string_view>
 
+#include "common/volume_contract.h"
 #include "csi.pb.h"
 #include "curve/keys.h"
 
 namespace fcc::driver {
-
-// Volume attribute keys the user may set (volumes[].csi.volumeAttributes).
-inline constexpr std::string_view kAttrMiniCluster = "minicluster";
-inline constexpr std::string_view kAttrGeneration = "generation";
-inline constexpr std::string_view kAttrOwner = "owner";
 
 // Keys kubelet adds with podInfoOnMount: true. Only kubelet may set these;
 // the namespace in particular is the trust boundary and comes only from here.

@@ -15,12 +15,35 @@
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "common/names.h"
+#include "common/path.h"
 #include "common/signals.h"
 #include "common/stop_signal.h"
 #include "tcp_clients.h"
 
 namespace fcc::common {
 namespace {
+
+TEST(Path, DotPartsAnywhereButNotInNames) {
+  EXPECT_TRUE(common::HasDotPart("/a/./b"));
+  EXPECT_TRUE(common::HasDotPart("/a/.."));
+  EXPECT_TRUE(common::HasDotPart("../a"));
+  EXPECT_FALSE(common::HasDotPart("/a/.hidden/b..c/"));
+  EXPECT_FALSE(common::HasDotPart("/"));
+}
+
+TEST(Path, TrailingSlashesGoButTheRootStays) {
+  EXPECT_EQ(common::TrimTrailingSlashes("/a/b//"), "/a/b");
+  EXPECT_EQ(common::TrimTrailingSlashes("///"), "/");
+  EXPECT_EQ(common::TrimTrailingSlashes("a"), "a");
+}
+
+TEST(Path, NormalAbsolutePathCollapsesSlashesAndRefusesDots) {
+  EXPECT_EQ(common::NormalAbsolutePath("/a//b/"), "/a/b");
+  EXPECT_EQ(common::NormalAbsolutePath("//"), "/");
+  EXPECT_EQ(common::NormalAbsolutePath("a/b"), std::nullopt);
+  EXPECT_EQ(common::NormalAbsolutePath("/a/../b"), std::nullopt);
+  EXPECT_EQ(common::NormalAbsolutePath(""), std::nullopt);
+}
 
 TEST(Names, Dns1123Label) {
   EXPECT_TRUE(IsDns1123Label("default"));

@@ -6,9 +6,9 @@
 #include <mutex>
 #include <thread>
 
-#include "controller/object_meta.h"
 #include "controller/reconciler.h"
 #include "controller/status.h"
+#include "kube/object_meta.h"
 #include "test_objects.h"
 
 namespace fcc::controller {
@@ -197,33 +197,33 @@ TEST(EventObject, IsAnEventsV1EventAboutTheMiniCluster) {
 class FakeRecorder : public EventRecorder {
  public:
   void Record(const json& regarding, const EventSpec& event) override {
-    names.push_back(ObjectKey(regarding));
+    names.push_back(kube::ObjectKey(regarding));
     reasons.push_back(event.reason);
   }
   Strings names, reasons;
 };
 
-class StatusOnlyApi : public KubeApi {
+class StatusOnlyApi : public kube::KubeApi {
  public:
-  HttpResponse Create(const std::string& path, const json&,
-                      const std::string&) override {
+  kube::HttpResponse Create(const std::string& path, const json&,
+                            const std::string&) override {
     if (path.ends_with("/jobs")) return {409, "{}", ""};
     return {201, "{}", ""};
   }
-  HttpResponse Apply(const std::string&, const json&, const std::string&,
-                     bool) override {
+  kube::HttpResponse Apply(const std::string&, const json&, const std::string&,
+                           bool) override {
     return {apply_status, "{}", ""};
   }
   // The Job in the way: not the MiniCluster's.
-  HttpResponse Get(const std::string&) override {
+  kube::HttpResponse Get(const std::string&) override {
     return {200, R"({"metadata": {"name": "demo", "uid": "theirs"}})", ""};
   }
   long apply_status = 200;
 };
 
 struct Fixture {
-  ObjectStore miniclusters, services, jobs;
-  ObjectStore workloads{JobUidsOfWorkload};
+  kube::ObjectStore miniclusters, services, jobs;
+  kube::ObjectStore workloads{JobUidsOfWorkload};
   StatusOnlyApi api;
   FakeRecorder recorder;
   Reconciler reconciler{{miniclusters, services, jobs, workloads},
@@ -268,10 +268,10 @@ TEST(ReconcilerEvents, ARecreatedMiniClusterIsNewAgain) {
 
 // Records the Events it is asked to create. While `hold` is set a create
 // waits for Release(), so a test can keep the sender busy.
-class EventSinkApi : public KubeApi {
+class EventSinkApi : public kube::KubeApi {
  public:
-  HttpResponse Create(const std::string& path, const json& object,
-                      const std::string&) override {
+  kube::HttpResponse Create(const std::string& path, const json& object,
+                            const std::string&) override {
     std::unique_lock lock(mu);
     ++entered;
     changed.notify_all();
@@ -280,11 +280,11 @@ class EventSinkApi : public KubeApi {
     events.push_back(object);
     return {201, "{}", ""};
   }
-  HttpResponse Apply(const std::string&, const json&, const std::string&,
-                     bool) override {
+  kube::HttpResponse Apply(const std::string&, const json&, const std::string&,
+                           bool) override {
     return {500, "", ""};
   }
-  HttpResponse Get(const std::string&) override { return {404, "", ""}; }
+  kube::HttpResponse Get(const std::string&) override { return {404, "", ""}; }
   void WaitEntered(int n) {
     std::unique_lock lock(mu);
     changed.wait(lock, [&] { return entered >= n; });

@@ -78,7 +78,7 @@ TEST(ControllerMetrics, ReconcilesByResultWithErrorsAndLatency) {
 }
 
 TEST(ControllerMetrics, WorkQueueAddsDepthDurationsAndRetries) {
-  WorkQueue queue;
+  kube::WorkQueue queue;
   Metrics metrics(&queue, "https://127.0.0.1:6443", 2);
   queue.set_observer(&metrics);
   queue.Add("science/a");

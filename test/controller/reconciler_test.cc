@@ -229,25 +229,25 @@ TEST(PlanReconcile, DeletingMiniClusterIsLeftToTheGarbageCollector) {
 }
 
 // Records calls; answers with a configurable status.
-class RecordingApi : public KubeApi {
+class RecordingApi : public kube::KubeApi {
  public:
   struct Call {
     std::string verb, path, field_manager;
     json body;
     bool force;
   };
-  HttpResponse Create(const std::string& path, const json& body,
-                      const std::string& manager) override {
+  kube::HttpResponse Create(const std::string& path, const json& body,
+                            const std::string& manager) override {
     calls.push_back({"create", path, manager, body, false});
     if (path.ends_with("/services")) return {service_create_status, "{}", ""};
     return {create_status, create_body, ""};
   }
-  HttpResponse Apply(const std::string& path, const json& body,
-                     const std::string& manager, bool force) override {
+  kube::HttpResponse Apply(const std::string& path, const json& body,
+                           const std::string& manager, bool force) override {
     calls.push_back({"apply", path, manager, body, force});
     return {apply_status, "{}", ""};
   }
-  HttpResponse Get(const std::string& path) override {
+  kube::HttpResponse Get(const std::string& path) override {
     calls.push_back({"get", path, "", json(), false});
     if (path.find("/services/") != std::string::npos) {
       return {200, service_get_body, ""};
@@ -265,8 +265,9 @@ class RecordingApi : public KubeApi {
 };
 
 struct Fixture {
-  ObjectStore miniclusters, services, jobs;
-  ObjectStore workloads{JobUidsOfWorkload};  // as the controller's Watches
+  kube::ObjectStore miniclusters, services, jobs;
+  kube::ObjectStore workloads{
+      JobUidsOfWorkload};  // as the controller's Watches
   RecordingApi api;
   Reconciler reconciler{
       {miniclusters, services, jobs, workloads}, api, kOptions};

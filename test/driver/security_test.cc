@@ -1,5 +1,5 @@
 // Security properties of the node driver, through the real process and the
-// real socket (issue 8 §5): the namespace is the trust boundary and comes
+// real socket: the namespace is the trust boundary and comes
 // only from kubelet; no attribute can traverse paths; files are 0400 and
 // owned as asked; no key material outside the volumes' tmpfs; the socket is
 // root-only; a readable master key is refused. docs/security.md maps each

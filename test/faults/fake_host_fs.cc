@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <sstream>
 
-#include "common/names.h"
+#include "common/volume_contract.h"
 
 namespace fcc::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "controller/leader_election.h"
+#include "kube/leader_election.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -8,7 +8,10 @@
 #include <random>
 #include <thread>
 
-namespace fcc::controller {
+#include "kube/api_path.h"
+#include "kube/time_format.h"
+
+namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
@@ -21,19 +24,6 @@ std::string LeasePath(const LeaderElectionOptions& o, bool collection) {
 }
 
 }  // namespace
-
-std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
-  using namespace std::chrono;
-  const auto micros =
-      duration_cast<microseconds>(t.time_since_epoch()).count() % 1000000;
-  const std::time_t seconds = system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[48];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%06ldZ", static_cast<long>(micros));
-  return buf;
-}
 
 // Hostname (the pod's name) and a random suffix, as client-go does: unique
 // per process, so a restarted pod never takes its predecessor's lease for
@@ -187,4 +177,4 @@ bool LeaderElector::RunWhileLeading(common::StopSignal& stop,
   return !lost;
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -1,23 +1,24 @@
-#include "controller/kube_client.h"
+#include "kube/kube_client.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <expected>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
 #include <vector>
 
 #include "common/file.h"
-#include "controller/yaml_json.h"
+#include "kube/api_path.h"
+#include "kube/yaml_json.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
@@ -39,13 +40,8 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-// The config loaders report failures by exception (LoadKubeconfig's
-// contract); the read itself is common's.
-std::string ReadFile(const std::string& path) {
-  auto text = common::ReadTextFile(path);
-  if (!text) throw std::runtime_error(text.error());
-  return std::move(*text);
-}
+template <typename T>
+using Expected = std::expected<T, std::string>;
 
 std::string TrimTrailingNewlines(std::string s) {
   while (!s.empty() &&
@@ -54,21 +50,21 @@ std::string TrimTrailingNewlines(std::string s) {
   return s;
 }
 
-std::string Base64Decode(const std::string& field, const std::string& in) {
+Expected<std::string> Base64Decode(const std::string& field,
+                                   const std::string& in) {
   std::string clean;
   for (char c : in) {
     if (c != '\n' && c != '\r' && c != ' ') clean += c;
   }
-  if (clean.size() % 4 != 0) {
-    throw std::runtime_error("kubeconfig: " + field + " is not valid base64");
-  }
+  auto invalid = [&field] {
+    return std::unexpected("kubeconfig: " + field + " is not valid base64");
+  };
+  if (clean.size() % 4 != 0) return invalid();
   std::string out(clean.size() / 4 * 3, '\0');
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                           reinterpret_cast<const unsigned char*>(clean.data()),
                           static_cast<int>(clean.size()));
-  if (n < 0) {
-    throw std::runtime_error("kubeconfig: " + field + " is not valid base64");
-  }
+  if (n < 0) return invalid();
   size_t padding = 0;
   if (!clean.empty() && clean.back() == '=') ++padding;
   if (clean.size() > 1 && clean[clean.size() - 2] == '=') ++padding;
@@ -107,10 +103,8 @@ int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return static_cast<StreamState*>(user)->stop->load() ? 1 : 0;
 }
 
-// Applies TLS, auth and common options to a fresh handle. Returns the
-// header list, which must outlive the transfer.
-CurlHeaders Prepare(CURL* curl, const KubeConfig& config,
-                    std::string_view content_type) {
+// Applies the connection and TLS options of `config` to a fresh handle.
+void SetConnectionOptions(CURL* curl, const KubeConfig& config) {
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
   if (config.insecure_skip_tls_verify) {
@@ -134,21 +128,30 @@ CurlHeaders Prepare(CURL* curl, const KubeConfig& config,
     curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
     curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
   }
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
-  headers = curl_slist_append(
-      headers, ("Content-Type: " + std::string(content_type)).c_str());
+}
+
+// Applies `config` to a fresh handle. Returns the header list, which must
+// outlive the transfer; fails only if the token file cannot be read.
+Expected<CurlHeaders> Prepare(CURL* curl, const KubeConfig& config,
+                              std::string_view content_type) {
+  SetConnectionOptions(curl, config);
   std::string token = config.token;
   if (!config.token_file.empty()) {
     // Projected service-account tokens rotate; read the current one.
-    token = TrimTrailingNewlines(ReadFile(config.token_file));
+    auto text = common::ReadTextFile(config.token_file);
+    if (!text) return std::unexpected(text.error());
+    token = TrimTrailingNewlines(std::move(*text));
   }
-  if (!token.empty()) {
-    headers =
-        curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  std::vector<std::string> lines = {
+      "Accept: application/json", "Content-Type: " + std::string(content_type)};
+  if (!token.empty()) lines.push_back("Authorization: Bearer " + token);
+  if (!config.user_agent.empty()) {
+    lines.push_back("User-Agent: " + config.user_agent);
   }
-  headers = curl_slist_append(
-      headers, "User-Agent: minicluster-controller/" FCC_VERSION);
+  curl_slist* headers = nullptr;
+  for (const std::string& line : lines) {
+    headers = curl_slist_append(headers, line.c_str());
+  }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   return CurlHeaders(headers);
 }
@@ -173,11 +176,11 @@ std::string HttpResponse::Describe() const {
   return "HTTP " + std::to_string(status) + ": " + body.substr(0, 300);
 }
 
-KubeConfig InClusterConfig() {
+Expected<KubeConfig> InClusterConfig() {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (host == nullptr || port == nullptr) {
-    throw std::runtime_error(
+    return std::unexpected(
         "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT unset); pass "
         "--kubeconfig to run outside one");
   }
@@ -188,8 +191,8 @@ KubeConfig InClusterConfig() {
   config.token_file = std::string(kServiceAccountDir) + "/token";
   config.ca_file = std::string(kServiceAccountDir) + "/ca.crt";
   if (!std::filesystem::exists(config.token_file)) {
-    throw std::runtime_error("in-cluster config: " + config.token_file +
-                             " missing; is automountServiceAccountToken off?");
+    return std::unexpected("in-cluster config: " + config.token_file +
+                           " missing; is automountServiceAccountToken off?");
   }
   // Optional: without it, namespaced calls name their namespace.
   if (auto ns = common::ReadTextFile(std::string(kServiceAccountDir) +
@@ -225,80 +228,105 @@ std::optional<json> NamedEntry(const json& kc, const char* list,
   return entry->value(field, json::object());
 }
 
-void ReadCluster(const json& cluster, const KubeconfigPaths& paths,
-                 KubeConfig& config) {
+// PEM data given inline (`<field>-data`, base64) or as a file (`<field>`);
+// "" when neither is there.
+Expected<std::string> InlineOrFile(const json& entry, const std::string& field,
+                                   const KubeconfigPaths& paths) {
+  if (entry.contains(field + "-data")) {
+    return Base64Decode(field + "-data", entry[field + "-data"]);
+  }
+  if (entry.contains(field)) {
+    return common::ReadTextFile(paths.Resolve(entry[field]));
+  }
+  return std::string();
+}
+
+Expected<void> ReadCluster(const json& cluster, const KubeconfigPaths& paths,
+                           KubeConfig& config) {
   config.server = cluster.value("server", "");
   while (!config.server.empty() && config.server.back() == '/')
     config.server.pop_back();
   config.insecure_skip_tls_verify =
       cluster.value("insecure-skip-tls-verify", false);
   if (cluster.contains("certificate-authority-data")) {
-    config.ca_pem = Base64Decode("certificate-authority-data",
-                                 cluster["certificate-authority-data"]);
+    auto pem = Base64Decode("certificate-authority-data",
+                            cluster["certificate-authority-data"]);
+    if (!pem) return std::unexpected(pem.error());
+    config.ca_pem = std::move(*pem);
   } else if (cluster.contains("certificate-authority")) {
     config.ca_file = paths.Resolve(cluster["certificate-authority"]);
   }
+  return {};
 }
 
-// Throws if the user needs an exec/auth-provider plugin.
-void ReadUser(const json& user, const std::string& where,
-              const KubeconfigPaths& paths, KubeConfig& config) {
+// Refuses a user that needs an exec/auth-provider plugin.
+Expected<void> ReadUser(const json& user, const std::string& where,
+                        const KubeconfigPaths& paths, KubeConfig& config) {
   if (user.contains("exec") || user.contains("auth-provider")) {
-    throw std::runtime_error(
+    return std::unexpected(
         where +
-        " uses an exec/auth-provider plugin, which this controller does "
-        "not run; use a token or client certificate");
+        " uses an exec/auth-provider plugin, which this client does not run; "
+        "use a token or client certificate");
   }
-  if (user.contains("client-certificate-data")) {
-    config.client_cert_pem = Base64Decode("client-certificate-data",
-                                          user["client-certificate-data"]);
-  } else if (user.contains("client-certificate")) {
-    config.client_cert_pem =
-        ReadFile(paths.Resolve(user["client-certificate"]));
-  }
-  if (user.contains("client-key-data")) {
-    config.client_key_pem =
-        Base64Decode("client-key-data", user["client-key-data"]);
-  } else if (user.contains("client-key")) {
-    config.client_key_pem = ReadFile(paths.Resolve(user["client-key"]));
-  }
+  auto cert = InlineOrFile(user, "client-certificate", paths);
+  if (!cert) return std::unexpected(cert.error());
+  auto key = InlineOrFile(user, "client-key", paths);
+  if (!key) return std::unexpected(key.error());
+  config.client_cert_pem = std::move(*cert);
+  config.client_key_pem = std::move(*key);
   config.token = user.value("token", "");
   if (user.contains("tokenFile"))
     config.token_file = paths.Resolve(user["tokenFile"]);
+  return {};
+}
+
+// The kubeconfig's first document, which must be a mapping.
+Expected<json> ReadKubeconfigDocument(const std::string& path) {
+  auto text = common::ReadTextFile(path);
+  if (!text) return std::unexpected(text.error());
+  auto docs = YamlToJson(*text);
+  if (!docs) return std::unexpected("kubeconfig " + path + ": " + docs.error());
+  if (docs->empty() || !docs->front().is_object()) {
+    return std::unexpected("kubeconfig " + path + " is empty");
+  }
+  return std::move(docs->front());
 }
 
 }  // namespace
 
-KubeConfig LoadKubeconfig(const std::string& path, const std::string& context) {
-  auto docs = YamlToJson(ReadFile(path));
-  if (docs.empty() || !docs[0].is_object()) {
-    throw std::runtime_error("kubeconfig " + path + " is empty");
-  }
-  const json& kc = docs[0];
+Expected<KubeConfig> LoadKubeconfig(const std::string& path,
+                                    const std::string& context) {
+  const auto kc = ReadKubeconfigDocument(path);
+  if (!kc) return std::unexpected(kc.error());
   const KubeconfigPaths paths(path);
   const std::string context_name =
-      context.empty() ? kc.value("current-context", "") : context;
-  const auto ctx = NamedEntry(kc, "contexts", "context", context_name);
+      context.empty() ? kc->value("current-context", "") : context;
+  const auto ctx = NamedEntry(*kc, "contexts", "context", context_name);
   if (!ctx) {
-    throw std::runtime_error("kubeconfig " + path + ": context \"" +
-                             context_name + "\" not found");
+    return std::unexpected("kubeconfig " + path + ": context \"" +
+                           context_name + "\" not found");
   }
   const std::string cluster_name = ctx->value("cluster", "");
-  const auto cluster = NamedEntry(kc, "clusters", "cluster", cluster_name);
+  const auto cluster = NamedEntry(*kc, "clusters", "cluster", cluster_name);
   if (!cluster) {
-    throw std::runtime_error("kubeconfig " + path + ": cluster \"" +
-                             cluster_name + "\" not found");
+    return std::unexpected("kubeconfig " + path + ": cluster \"" +
+                           cluster_name + "\" not found");
   }
   KubeConfig config;
-  ReadCluster(*cluster, paths, config);
+  if (auto read = ReadCluster(*cluster, paths, config); !read) {
+    return std::unexpected(read.error());
+  }
   config.namespace_name = ctx->value("namespace", "");
   const std::string user_name = ctx->value("user", "");
-  if (const auto user = NamedEntry(kc, "users", "user", user_name)) {
-    ReadUser(*user, "kubeconfig " + path + ": user \"" + user_name + "\"",
-             paths, config);
+  if (const auto user = NamedEntry(*kc, "users", "user", user_name)) {
+    const std::string where =
+        "kubeconfig " + path + ": user \"" + user_name + "\"";
+    if (auto read = ReadUser(*user, where, paths, config); !read) {
+      return std::unexpected(read.error());
+    }
   }
   if (config.server.empty()) {
-    throw std::runtime_error("kubeconfig " + path + ": cluster has no server");
+    return std::unexpected("kubeconfig " + path + ": cluster has no server");
   }
   return config;
 }
@@ -368,11 +396,9 @@ HttpResponse KubeClient::Perform(std::string_view method,
       if (handle) pool.Give(std::move(handle));
     }
   } give_back{*pool_, curl};
-  CurlHeaders headers;
-  try {
-    headers = Prepare(curl.get(), config_, content_type);
-  } catch (const std::exception& e) {
-    response.error = e.what();
+  auto headers = Prepare(curl.get(), config_, content_type);
+  if (!headers) {
+    response.error = headers.error();
     return response;
   }
   const std::string url = config_.server + path;
@@ -407,11 +433,9 @@ HttpResponse KubeClient::Stream(
     response.error = "curl_easy_init failed";
     return response;
   }
-  CurlHeaders headers;
-  try {
-    headers = Prepare(curl.get(), config_, "application/json");
-  } catch (const std::exception& e) {
-    response.error = e.what();
+  auto headers = Prepare(curl.get(), config_, "application/json");
+  if (!headers) {
+    response.error = headers.error();
     return response;
   }
   StreamState state;
@@ -462,42 +486,4 @@ HttpResponse KubeClientApi::Get(const std::string& object_path) {
   return client_.Request("GET", object_path);
 }
 
-std::string ApiPrefix(std::string_view api_version) {
-  if (api_version.find('/') == std::string_view::npos) {
-    return "/api/" + std::string(api_version);
-  }
-  return "/apis/" + std::string(api_version);
-}
-
-std::string CollectionPath(std::string_view api_version,
-                           std::string_view plural, std::string_view ns) {
-  std::string path = ApiPrefix(api_version);
-  if (!ns.empty()) path += "/namespaces/" + std::string(ns);
-  return path + "/" + std::string(plural);
-}
-
-std::string ObjectPath(std::string_view api_version, std::string_view plural,
-                       std::string_view ns, std::string_view name,
-                       std::string_view subresource) {
-  std::string path =
-      CollectionPath(api_version, plural, ns) + "/" + std::string(name);
-  if (!subresource.empty()) path += "/" + std::string(subresource);
-  return path;
-}
-
-std::string UrlEncode(std::string_view value) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 // The uid of `object`'s controller owner, if it has one.
 std::vector<std::string> ControllerOwnerUids(const nlohmann::json& object);
@@ -43,4 +43,4 @@ class ObjectStore {
   std::map<std::string, std::set<std::string>> by_index_;
 };
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -1,8 +1,8 @@
-#include "controller/object_store.h"
+#include "kube/object_store.h"
 
-#include "controller/object_meta.h"
+#include "kube/object_meta.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 using nlohmann::json;
 
@@ -82,4 +82,4 @@ std::vector<std::string> ObjectStore::Replace(std::vector<json> objects) {
   return gone;
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

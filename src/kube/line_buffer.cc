@@ -1,6 +1,6 @@
-#include "controller/line_buffer.h"
+#include "kube/line_buffer.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 std::optional<std::string> LineBuffer::NextLine() {
   const size_t newline = buffer_.find('\n');
@@ -11,4 +11,4 @@ std::optional<std::string> LineBuffer::NextLine() {
   return line;
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -1,9 +1,9 @@
-#include "controller/backoff.h"
+#include "kube/backoff.h"
 
 #include <algorithm>
 #include <random>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 std::chrono::milliseconds Backoff::Next() {
   // Full jitter keeps many replicas/informers from retrying in lockstep.
@@ -14,4 +14,4 @@ std::chrono::milliseconds Backoff::Next() {
   return delay;
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 class LineBuffer {
  public:
@@ -17,4 +17,4 @@ class LineBuffer {
   std::string buffer_;
 };
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

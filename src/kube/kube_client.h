@@ -1,9 +1,11 @@
 // A small Kubernetes REST client on libcurl: in-cluster config or a
 // kubeconfig, plain requests, streaming (watch) requests, server-side
-// apply. Tokens are read per request and never logged.
+// apply. Tokens are read per request and never logged. Failures are values:
+// config loaders return std::expected, requests an HttpResponse.
 #pragma once
 
 #include <atomic>
+#include <expected>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 struct KubeConfig {
   std::string server;   // https://host:port
@@ -23,19 +25,21 @@ struct KubeConfig {
   std::string client_cert_pem;
   std::string client_key_pem;
   std::string namespace_name;  // the config's default namespace, if any
+  std::string user_agent;      // "<program>/<version>"; empty: none sent
 };
 
 // The pod's service account: KUBERNETES_SERVICE_HOST/PORT and the files
-// under /var/run/secrets/kubernetes.io/serviceaccount. Throws
-// std::runtime_error saying what is missing.
-KubeConfig InClusterConfig();
+// under /var/run/secrets/kubernetes.io/serviceaccount. The error says what
+// is missing.
+std::expected<KubeConfig, std::string> InClusterConfig();
 
 // Reads `path` (a kubeconfig), using `context` or its current-context.
 // Supports certificate-authority(-data), client-certificate(-data),
 // client-key(-data), token, tokenFile and insecure-skip-tls-verify;
-// relative file paths are resolved against the kubeconfig's directory.
-KubeConfig LoadKubeconfig(const std::string& path,
-                          const std::string& context = "");
+// relative file paths are resolved against the kubeconfig's directory. The
+// error names the file and the field.
+std::expected<KubeConfig, std::string> LoadKubeconfig(
+    const std::string& path, const std::string& context = "");
 
 struct HttpResponse {
   long status = 0;  // 0 when the request never got an HTTP response
@@ -88,9 +92,8 @@ class KubeClient {
 
   // Request() borrows a curl handle from here and gives it back, so each
   // handle keeps its connection to the API server open for the next
-  // request: a fresh handle per request paid a TCP connect and a TLS
-  // handshake (client certificate included) every time. At most as many
-  // handles as requests ever ran at once (the workers).
+  // request rather than a TCP connect and a TLS handshake per request. At
+  // most as many handles as requests ever ran at once (the workers).
   class HandlePool;
   KubeConfig config_;
   std::unique_ptr<HandlePool> pool_;
@@ -129,15 +132,4 @@ class KubeClientApi : public KubeApi {
   const KubeClient& client_;
 };
 
-// "/api/v1" for the core group, "/apis/<group>/<version>" otherwise.
-std::string ApiPrefix(std::string_view api_version);
-// Collection path; namespace may be empty for all namespaces.
-std::string CollectionPath(std::string_view api_version,
-                           std::string_view plural, std::string_view ns);
-std::string ObjectPath(std::string_view api_version, std::string_view plural,
-                       std::string_view ns, std::string_view name,
-                       std::string_view subresource = "");
-// Percent-encodes a query parameter value.
-std::string UrlEncode(std::string_view value);
-
-}  // namespace fcc::controller
+}  // namespace fcc::kube

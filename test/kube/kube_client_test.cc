@@ -1,4 +1,4 @@
-#include "controller/kube_client.h"
+#include "kube/kube_client.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -11,7 +11,9 @@
 #include <thread>
 #include <vector>
 
-namespace fcc::controller {
+#include "kube/api_path.h"
+
+namespace fcc::kube {
 namespace {
 
 class KubeconfigTest : public ::testing::Test {
@@ -52,13 +54,14 @@ users:
     client-certificate-data: Q0VSVC1QRU0=
     client-key: client.key
 )");
-  KubeConfig config = LoadKubeconfig(path);
-  EXPECT_EQ(config.server, "https://127.0.0.1:6443");
-  EXPECT_EQ(config.ca_pem, "CA-PEM");
-  EXPECT_EQ(config.client_cert_pem, "CERT-PEM");
-  EXPECT_EQ(config.client_key_pem, "KEY-PEM");
-  EXPECT_EQ(config.namespace_name, "team-a");
-  EXPECT_TRUE(config.token.empty());
+  const auto config = LoadKubeconfig(path);
+  ASSERT_TRUE(config) << config.error();
+  EXPECT_EQ(config->server, "https://127.0.0.1:6443");
+  EXPECT_EQ(config->ca_pem, "CA-PEM");
+  EXPECT_EQ(config->client_cert_pem, "CERT-PEM");
+  EXPECT_EQ(config->client_key_pem, "KEY-PEM");
+  EXPECT_EQ(config->namespace_name, "team-a");
+  EXPECT_TRUE(config->token.empty());
 }
 
 TEST_F(KubeconfigTest, TokenUserAndExplicitContext) {
@@ -74,10 +77,15 @@ users:
 - name: u
   user: {token: abc}
 )");
-  KubeConfig config = LoadKubeconfig(path, "t");
-  EXPECT_EQ(config.token, "abc");
-  EXPECT_TRUE(config.insecure_skip_tls_verify);
-  EXPECT_THROW(LoadKubeconfig(path), std::runtime_error);  // "none" is missing
+  const auto config = LoadKubeconfig(path, "t");
+  ASSERT_TRUE(config) << config.error();
+  EXPECT_EQ(config->token, "abc");
+  EXPECT_TRUE(config->insecure_skip_tls_verify);
+  const auto missing = LoadKubeconfig(path);  // "none" is missing
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("context \"none\" not found"),
+            std::string::npos)
+      << missing.error();
 }
 
 TEST_F(KubeconfigTest, ExecPluginsAreRefusedWithAReason) {
@@ -87,12 +95,9 @@ contexts: [{name: t, context: {cluster: c, user: u}}]
 clusters: [{name: c, cluster: {server: "https://k"}}]
 users: [{name: u, user: {exec: {command: aws}}}]
 )");
-  try {
-    LoadKubeconfig(path);
-    FAIL();
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("exec"), std::string::npos);
-  }
+  const auto config = LoadKubeconfig(path);
+  ASSERT_FALSE(config);
+  EXPECT_NE(config.error().find("exec"), std::string::npos) << config.error();
 }
 
 TEST(Paths, CoreAndGroupedResources) {
@@ -181,4 +186,4 @@ TEST(KubeClient, ReusesConnectionsAcrossRequests) {
 }
 
 }  // namespace
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -1,8 +1,8 @@
-#include "controller/work_queue.h"
+#include "kube/work_queue.h"
 
 #include <algorithm>
 
-namespace fcc::controller {
+namespace fcc::kube {
 namespace {
 
 double Seconds(WorkQueue::Clock::duration d) {
@@ -120,4 +120,4 @@ size_t WorkQueue::Len() const {
   return queue_.size();
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

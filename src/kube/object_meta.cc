@@ -1,6 +1,6 @@
-#include "controller/object_meta.h"
+#include "kube/object_meta.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
@@ -75,4 +75,4 @@ bool ControlledBy(const json& object, std::string_view uid) {
   return ref && ref->uid == uid;
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 struct WatchEvent {
   enum class Type { kAdded, kModified, kDeleted, kBookmark, kError };
@@ -21,4 +21,4 @@ struct WatchEvent {
 // watch event.
 std::expected<WatchEvent, std::string> ParseWatchEvent(std::string_view line);
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

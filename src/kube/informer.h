@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "common/stop_signal.h"
-#include "controller/backoff.h"
-#include "controller/kube_client.h"
-#include "controller/object_store.h"
-#include "controller/watch_event.h"
+#include "kube/backoff.h"
+#include "kube/kube_client.h"
+#include "kube/object_store.h"
+#include "kube/watch_event.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 // Drops metadata.managedFields, which the controller never reads and which
 // is often the largest part of an object (a few KiB per manager).
@@ -89,4 +89,4 @@ class Informer {
   bool logged_absent_ = false;
 };
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -1,10 +1,10 @@
-#include "controller/watch_event.h"
+#include "kube/watch_event.h"
 
 #include <optional>
 
-#include "controller/object_meta.h"
+#include "kube/object_meta.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
@@ -42,4 +42,4 @@ std::expected<WatchEvent, std::string> ParseWatchEvent(std::string_view line) {
   return event;
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -2,14 +2,14 @@
 
 #include <thread>
 
-#include "controller/backoff.h"
-#include "controller/line_buffer.h"
-#include "controller/object_meta.h"
-#include "controller/object_store.h"
-#include "controller/watch_event.h"
-#include "controller/work_queue.h"
+#include "kube/backoff.h"
+#include "kube/line_buffer.h"
+#include "kube/object_meta.h"
+#include "kube/object_store.h"
+#include "kube/watch_event.h"
+#include "kube/work_queue.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
@@ -150,4 +150,4 @@ TEST(WorkQueue, ShutDownWakesWaitingWorkers) {
 }
 
 }  // namespace
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -1,11 +1,11 @@
-#include "controller/yaml_json.h"
+#include "kube/yaml_json.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <regex>
 #include <stdexcept>
 
-namespace fcc::controller {
+namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
@@ -148,12 +148,13 @@ std::string JsonToYaml(const json& value) {
   out.SetMapFormat(YAML::Block);
   Emit(out, value);
   if (!out.good()) {
-    throw std::runtime_error("YAML emitter: " + out.GetLastError());
+    throw std::logic_error("YAML emitter: " + out.GetLastError());
   }
   return std::string(out.c_str()) + "\n";
 }
 
-std::vector<json> YamlToJson(const std::string& text) {
+std::expected<std::vector<json>, std::string> YamlToJson(
+    const std::string& text) {
   std::vector<json> documents;
   try {
     for (const auto& doc : YAML::LoadAll(text)) {
@@ -161,11 +162,12 @@ std::vector<json> YamlToJson(const std::string& text) {
       documents.push_back(Convert(doc));
     }
   } catch (const YAML::Exception& e) {
-    throw std::runtime_error("YAML line " + std::to_string(e.mark.line + 1) +
-                             ", column " + std::to_string(e.mark.column + 1) +
-                             ": " + e.msg);
+    // yaml-cpp reports by exception; this layer returns errors as values.
+    return std::unexpected("YAML line " + std::to_string(e.mark.line + 1) +
+                           ", column " + std::to_string(e.mark.column + 1) +
+                           ": " + e.msg);
   }
   return documents;
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -12,13 +12,13 @@
 #include <string>
 
 #include "common/stop_signal.h"
-#include "controller/kube_client.h"
+#include "kube/kube_client.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 struct LeaderElectionOptions {
   std::string namespace_name;
-  std::string name = "minicluster-controller";
+  std::string name;      // the Lease's name
   std::string identity;  // unique per replica: pod name + random suffix
   std::chrono::seconds lease_duration{15};
   std::chrono::seconds renew_deadline{10};
@@ -27,9 +27,6 @@ struct LeaderElectionOptions {
 
 // A holder identity unique per replica: hostname + random suffix.
 std::string ReplicaIdentity();
-
-// Formats a metav1.MicroTime (RFC 3339 with microseconds, UTC).
-std::string FormatMicroTime(std::chrono::system_clock::time_point t);
 
 // Pure: the Lease body that makes `identity` the holder. `current` is the
 // Lease as read (nullptr to create one).
@@ -69,4 +66,4 @@ class LeaderElector {
   std::chrono::steady_clock::time_point observed_at_{};
 };
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

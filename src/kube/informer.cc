@@ -1,19 +1,20 @@
-#include "controller/informer.h"
+#include "kube/informer.h"
 
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
-#include "controller/line_buffer.h"
-#include "controller/object_meta.h"
+#include "kube/api_path.h"
+#include "kube/line_buffer.h"
+#include "kube/object_meta.h"
 
-namespace fcc::controller {
+namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
 
 // Each page is parsed whole (untrimmed) before its items are trimmed and
-// kept, so the page size bounds the transient memory of a list: 100 Jobs
-// are ~5 MiB parsed, 500 were the larger part of the controller's peak.
+// kept, so the page size bounds the transient memory of a list
+// (docs/performance.md, "Controller benchmark").
 constexpr int kListPageSize = 100;
 
 // The last state of an object that vanished between two lists: only its
@@ -239,4 +240,4 @@ void Informer::Run(common::StopSignal& stop) {
   }
 }
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 // metadata.ownerReferences[] entry with controller: true.
 struct OwnerRef {
@@ -63,4 +63,4 @@ const std::string& StringAt(const nlohmann::json& object,
 const nlohmann::json& FieldAt(const nlohmann::json& object,
                               std::string_view field);
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

@@ -13,7 +13,7 @@
 #include <set>
 #include <string>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 // Hears what a WorkQueue does, for client-go's workqueue metrics.
 class WorkQueueObserver {
@@ -73,4 +73,4 @@ class WorkQueue {
   WorkQueueObserver* observer_ = nullptr;
 };
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube

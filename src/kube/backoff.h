@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-namespace fcc::controller {
+namespace fcc::kube {
 
 class Backoff {
  public:
@@ -17,4 +17,4 @@ class Backoff {
   std::chrono::milliseconds initial_, max_, next_;
 };
 
-}  // namespace fcc::controller
+}  // namespace fcc::kube
