@@ -25,6 +25,11 @@
 
 namespace fcc::testing {
 
+// The exit code of a driver that refuses to start (docs/operations.md, "What
+// each error means"). Pinned: an ASan abort (134) or a hang (RunToExit's -1)
+// is no refusal.
+inline constexpr int kRefusedToStart = 2;
+
 inline DriverProcess::Options NodeOptions(const ScratchRoot& root,
                                           const std::string& node,
                                           const std::string& master_key_file) {

@@ -476,7 +476,7 @@ TEST_F(LifecycleTest, SecondDriverOnALiveSocketRefuses) {
   options.log_path = root_->log_path("node-a-second");
   DriverProcess second(options);
   const int rc = second.RunToExit(std::chrono::seconds(10));
-  EXPECT_GT(rc, 0) << "rc " << rc << " (-1: it did not exit)";
+  EXPECT_EQ(rc, kRefusedToStart) << "rc " << rc << " (-1: it did not exit)";
   EXPECT_NE(
       ReadFileOrEmpty(options.log_path).find("another process is serving"),
       std::string::npos)
