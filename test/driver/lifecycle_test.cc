@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -156,13 +155,10 @@ TEST_F(LifecycleTest, DriverNeverDumpsCore) {
 }
 
 TEST_F(LifecycleTest, UsesTheMountApiItWasGiven) {
-  const char* forced = std::getenv("MOUNT_API");
-  const bool mount2 = forced != nullptr && std::string(forced) == "mount";
+  const MountApiLog api = ExpectedMountApiLog();
   const std::string log_text = log();
-  EXPECT_NE(log_text.find(mount2 ? "mounting volumes with mount(2)"
-                                 : "mounting volumes with fsopen/fsmount"),
-            std::string::npos)
-      << log_text;
+  EXPECT_NE(log_text.find(api.expected), std::string::npos) << log_text;
+  EXPECT_EQ(log_text.find(api.other), std::string::npos) << log_text;
   ASSERT_TRUE(
       Publish({{"minicluster", "lammps"}, {"owner", "1000:1000"}}).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(
