@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "csi_client.h"
@@ -117,6 +119,18 @@ std::string ReadFileOrEmpty(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+bool MountApiIsMount2() {
+  const char* forced = std::getenv("MOUNT_API");
+  return forced != nullptr && std::string_view(forced) == "mount";
+}
+
+MountApiLog ExpectedMountApiLog() {
+  static constexpr char kMount2[] = "mounting volumes with mount(2)";
+  static constexpr char kFsmount[] = "mounting volumes with fsopen/fsmount";
+  if (MountApiIsMount2()) return {kMount2, kFsmount};
+  return {kFsmount, kMount2};
 }
 
 }  // namespace fcc::testing
