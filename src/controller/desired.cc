@@ -1,5 +1,6 @@
 #include "controller/desired.h"
 
+#include "common/names.h"
 #include "common/volume_contract.h"
 
 namespace fcc::controller {
@@ -139,6 +140,17 @@ json PodMetadata(const MiniCluster& mc) {
 
 std::string FluxRunDir(const DesiredOptions& opts) {
   return opts.run_mount_path + "/flux";
+}
+
+std::expected<void, std::string> CheckDesiredOptions(
+    const DesiredOptions& opts) {
+  if (!common::IsDns1123Subdomain(opts.cluster_domain)) {
+    return std::unexpected(
+        "--cluster-domain must be the cluster's DNS domain, a DNS-1123 "
+        "subdomain (lowercase a-z 0-9 '-' '.', e.g. cluster.local); set it to "
+        "kubelet's --cluster-domain");
+  }
+  return {};
 }
 
 std::string FluxLocalUri(const DesiredOptions& opts) {

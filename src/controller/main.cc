@@ -256,6 +256,10 @@ int main(int argc, char** argv) {
     std::cerr << logging.error() << "\n";
     return 2;
   }
+  if (auto checked = CheckDesiredOptions(common.desired); !checked) {
+    std::cerr << checked.error() << "\n";
+    return 2;
+  }
   if (*render) return Render(render_file, common.desired);
   return Run(flags, common.desired);
 }

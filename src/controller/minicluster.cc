@@ -344,6 +344,13 @@ void CheckVolume(const json& volume, const std::string& where,
     errors.push_back(where + ".name: " + Quoted(name) +
                      " is used twice; volume names must be unique");
   }
+  if (volume.contains("hostPath")) {
+    errors.push_back(where +
+                     ".hostPath: a MiniCluster may not mount the node's "
+                     "filesystem (it would expose every pod's volumes on the "
+                     "node, other MiniClusters' certs among them); use a "
+                     "persistentVolumeClaim, nfs or another network volume");
+  }
   if (kube::StringAt(kube::FieldAt(volume, "csi"), "driver") ==
       common::kDriverName) {
     errors.push_back(where +

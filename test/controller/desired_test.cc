@@ -266,6 +266,24 @@ TEST(FluxBrokerConfig, BootstrapsFromTheCsiCertAndServiceDns) {
       << toml;
 }
 
+TEST(DesiredOptions, ClusterDomainMustBeADnsSubdomain) {
+  for (const std::string good : {"cluster.local", "example.org", "c1"}) {
+    DesiredOptions opts;
+    opts.cluster_domain = good;
+    EXPECT_TRUE(CheckDesiredOptions(opts)) << good;
+  }
+  // Each would end up verbatim in every broker's start script and TOML.
+  for (const std::string bad :
+       {"cluster.local\ntouch /tmp/owned", "x\"; id; \"", "Cluster.Local",
+        "a b", "", ".local", "local."}) {
+    DesiredOptions opts;
+    opts.cluster_domain = bad;
+    const auto checked = CheckDesiredOptions(opts);
+    ASSERT_FALSE(checked) << bad;
+    EXPECT_NE(checked.error().find("--cluster-domain"), std::string::npos);
+  }
+}
+
 TEST(FluxBrokerConfig, SingleBrokerHostlist) {
   json object = MiniClusterObject();
   object["spec"]["size"] = 1;
