@@ -68,6 +68,13 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
 
 // The headless Service (full server-side-apply body; the controller owns
 // all of it).
+// The NetworkPolicy that keeps the broker port to the MiniCluster's own
+// pods: the brokers' CURVE keeps the key safe, this keeps strangers from
+// holding the port (availability). Every other port stays open to all, as
+// without the policy; SCTP is left out (not every CNI takes it).
+nlohmann::json DesiredNetworkPolicy(const MiniCluster& mc);
+std::string NetworkPolicyName(const MiniCluster& mc);
+
 nlohmann::json DesiredService(const MiniCluster& mc,
                               const DesiredOptions& opts);
 

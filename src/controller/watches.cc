@@ -53,6 +53,13 @@ Watches::Watches(const kube::KubeClient& client, const WatchOptions& options)
                                              options.namespace_name),
                         kNameLabel, options),
                 service_store_),
+      network_policies_(client,
+                        WatchOf("networkpolicies",
+                                kube::CollectionPath("networking.k8s.io/v1",
+                                                     "networkpolicies",
+                                                     options.namespace_name),
+                                kNameLabel, options),
+                        network_policy_store_),
       jobs_(client, JobWatch(options), job_store_),
       workloads_(client, WorkloadWatch(options), workload_store_) {}
 
@@ -62,18 +69,20 @@ Watches::~Watches() {
 }
 
 Caches Watches::caches() const {
-  return {minicluster_store_, service_store_, job_store_, workload_store_};
+  return {minicluster_store_, service_store_, job_store_, workload_store_,
+          network_policy_store_};
 }
 
 bool Watches::HasSynced() const {
   return miniclusters_.HasSynced() && services_.HasSynced() &&
-         jobs_.HasSynced() && workloads_.HasSynced();
+         network_policies_.HasSynced() && jobs_.HasSynced() &&
+         workloads_.HasSynced();
 }
 
 void Watches::Start(common::StopSignal& stop) {
   stop_ = &stop;
   for (kube::Informer* informer :
-       {&miniclusters_, &services_, &jobs_, &workloads_})
+       {&miniclusters_, &services_, &network_policies_, &jobs_, &workloads_})
     threads_.emplace_back([informer, &stop] { informer->Run(stop); });
 }
 

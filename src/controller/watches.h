@@ -31,6 +31,7 @@ class Watches {
   // Register event handlers before Start.
   kube::Informer& miniclusters() { return miniclusters_; }
   kube::Informer& services() { return services_; }
+  kube::Informer& network_policies() { return network_policies_; }
   kube::Informer& jobs() { return jobs_; }
   kube::Informer& workloads() { return workloads_; }
 
@@ -41,9 +42,9 @@ class Watches {
   void Start(common::StopSignal& stop);
 
  private:
-  kube::ObjectStore minicluster_store_, service_store_, job_store_,
-      workload_store_;
-  kube::Informer miniclusters_, services_, jobs_, workloads_;
+  kube::ObjectStore minicluster_store_, service_store_, network_policy_store_,
+      job_store_, workload_store_;
+  kube::Informer miniclusters_, services_, network_policies_, jobs_, workloads_;
   common::StopSignal* stop_ = nullptr;
   std::vector<std::thread> threads_;
 };
