@@ -249,18 +249,15 @@ Reconciler::Created Reconciler::CreateJob(const std::string& key,
           std::nullopt};
 }
 
-ReconcileResult Reconciler::CreateService(const std::string& key,
-                                          const Action& action,
-                                          const std::string& uid) {
+ReconcileResult Reconciler::CreatedOrRetry(CreateOutcome created,
+                                           ReconcileResult theirs) {
   using Kind = CreateOutcome::Kind;
-  CreateOutcome created = CreateOrFind(key, action, uid, "Service");
   switch (created.kind) {
     case Kind::kCreated:
     case Kind::kOurs:
       return ReconcileResult::Done();
     case Kind::kTheirs:
-      return ReconcileResult::Retry(RetryReason::kServiceNameTaken,
-                                    "a Service of that name is in the way");
+      return theirs;
     case Kind::kFailed:
     case Kind::kLookupFailed:
       break;
@@ -269,27 +266,26 @@ ReconcileResult Reconciler::CreateService(const std::string& key,
                                 std::move(created.what));
 }
 
+ReconcileResult Reconciler::CreateService(const std::string& key,
+                                          const Action& action,
+                                          const std::string& uid) {
+  return CreatedOrRetry(
+      CreateOrFind(key, action, uid, "Service"),
+      ReconcileResult::Retry(RetryReason::kServiceNameTaken,
+                             "a Service of that name is in the way"));
+}
+
 ReconcileResult Reconciler::CreateNetworkPolicy(const std::string& key,
                                                 const Action& action,
                                                 const std::string& uid) {
-  using Kind = CreateOutcome::Kind;
   CreateOutcome created = CreateOrFind(key, action, uid, "NetworkPolicy");
-  switch (created.kind) {
-    case Kind::kCreated:
-    case Kind::kOurs:
-      return ReconcileResult::Done();
-    case Kind::kTheirs:
-      spdlog::warn(
-          "minicluster {}: a NetworkPolicy of that name that it does not "
-          "control is in the way; its broker port stays open to the cluster",
-          key);
-      return ReconcileResult::Done();
-    case Kind::kFailed:
-    case Kind::kLookupFailed:
-      break;
+  if (created.kind == CreateOutcome::Kind::kTheirs) {
+    spdlog::warn(
+        "minicluster {}: a NetworkPolicy of that name that it does not "
+        "control is in the way; its broker port stays open to the cluster",
+        key);
   }
-  return ReconcileResult::Retry(RetryReason::kWriteFailed,
-                                std::move(created.what));
+  return CreatedOrRetry(std::move(created), ReconcileResult::Done());
 }
 
 }  // namespace fcc::controller

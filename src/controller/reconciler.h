@@ -115,6 +115,10 @@ class Reconciler {
                              const std::string& uid, std::string_view kind);
   Created CreateJob(const std::string& key, const Action& action,
                     const std::string& uid);
+  // What creating a Service or NetworkPolicy came to; `theirs` when one of
+  // that name that the MiniCluster does not control is in the way.
+  static ReconcileResult CreatedOrRetry(CreateOutcome created,
+                                        ReconcileResult theirs);
   // Creates the Service; kServiceNameTaken if one of that name exists that
   // the MiniCluster `uid` does not control (it is left as it is).
   ReconcileResult CreateService(const std::string& key, const Action& action,

@@ -298,7 +298,8 @@ class RecordingApi : public kube::KubeApi {
                             const std::string& manager) override {
     calls.push_back({"create", path, manager, body, false});
     if (path.ends_with("/services")) return {service_create_status, "{}", ""};
-    if (path.ends_with("/networkpolicies")) return {201, "{}", ""};
+    if (path.ends_with("/networkpolicies"))
+      return {policy_create_status, "{}", ""};
     return {create_status, create_body, ""};
   }
   kube::HttpResponse Apply(const std::string& path, const json& body,
@@ -311,6 +312,9 @@ class RecordingApi : public kube::KubeApi {
     if (path.find("/services/") != std::string::npos) {
       return {200, service_get_body, ""};
     }
+    if (path.find("/networkpolicies/") != std::string::npos) {
+      return {200, policy_get_body, ""};
+    }
     return {get_status, get_body, ""};
   }
   std::vector<Call> calls;
@@ -321,6 +325,8 @@ class RecordingApi : public kube::KubeApi {
   long apply_status = 200;
   long service_create_status = 201;
   std::string service_get_body = "{}";
+  long policy_create_status = 201;
+  std::string policy_get_body = "{}";
 };
 
 struct Fixture {
@@ -446,6 +452,28 @@ TEST(Reconciler, OwnServiceOnCreateIsNotAnError) {
   // create service, get, create policy, create Job, status
   ASSERT_EQ(f.api.calls.size(), 5u);
   EXPECT_EQ(f.api.calls[3].body["kind"], "Job");
+}
+
+// A NetworkPolicy of that name that is not the MiniCluster's is left as it
+// is, and nothing waits for it: the Job is made, no retry.
+TEST(Reconciler, ForeignNetworkPolicyOnCreateIsLeftAloneAndTheJobIsMade) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.policy_create_status = 409;
+  f.api.policy_get_body =
+      R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  // create service, create policy, get policy, create Job, status
+  ASSERT_EQ(f.api.calls.size(), 5u);
+  EXPECT_EQ(
+      f.api.calls[2].path,
+      "/apis/networking.k8s.io/v1/namespaces/science/networkpolicies/demo");
+  EXPECT_EQ(f.api.calls[3].body["kind"], "Job");
+  for (const auto& call : f.api.calls) {
+    EXPECT_FALSE(call.verb == "apply" &&
+                 call.path.find("networkpolicies") != std::string::npos)
+        << "applied over another's NetworkPolicy";
+  }
 }
 
 // A Service of that name in the cache that the MiniCluster does not control
