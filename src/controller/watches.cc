@@ -32,8 +32,9 @@ kube::Informer::Options WorkloadWatch(const WatchOptions& options) {
   auto o = WatchOf("kueue workloads",
                    kube::CollectionPath(options.kueue_workload_api, "workloads",
                                         options.namespace_name),
-                   "", options);
+                   options.workload_label_selector, options);
   o.optional = true;  // Kueue is optional
+  o.trim = TrimWorkloadForCache;
   return o;
 }
 

@@ -18,6 +18,9 @@ struct WatchOptions {
   std::string namespace_name;  // empty: all namespaces
   std::string kueue_workload_api = "kueue.x-k8s.io/v1beta1";
   int watch_timeout_s = 300;
+  // Kueue Workloads to watch; empty: all of them. "minicluster.dev/name"
+  // once Kueue copies that label from Jobs (integrations.labelKeysToCopy).
+  std::string workload_label_selector;
 };
 
 class Watches {
