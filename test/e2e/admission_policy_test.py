@@ -267,7 +267,10 @@ def test_volume_count(work):
 
     two = PER_POD_CAP + 1
     try:
-        # 1. Without volume-count.yaml, many curve volumes in one pod pass.
+        # 1. Without volume-count.yaml, many curve volumes in one pod pass
+        # (once the API server has dropped what test_policy applied).
+        wait_for("policies deleted (out of force)", lambda: as_admin(
+            with_curve_volumes(cronjob("many", ns), 50)).returncode == 0, timeout=30)
         check_admitted(as_controller(with_curve_volumes(job("many", ns), 50)), "the controller's Job, 50 volumes")
         check_admitted(as_admin(with_curve_volumes(cronjob("many", ns), 50)), "an admin's CronJob, 50 volumes")
         check_admitted(job_controller_pod(50), "the Job controller's pod, 50 volumes")
