@@ -364,7 +364,7 @@ int Serve(const ServeOptions& options) {
     return 1;
   }
   IdentityService identity;
-  Metrics metrics(&keys);
+  Metrics metrics(&keys, &publisher);
   NodeService node(options.node_id, publisher, &metrics, options.validation);
   RegistrationState registration;
   RegistrationService registration_service(
