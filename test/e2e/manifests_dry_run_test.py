@@ -73,7 +73,7 @@ def test_deploy(work):
     check_eq(sorted(ln.split(" ")[0] for ln in lines),
              sorted(f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/"
                     f"curve-volume-{r}.minicluster.dev"
-                    for b in ("", "binding") for r in ("pods", "jobs")),
+                    for b in ("", "binding") for r in ("pods", "jobs", "count")),
              "deploy/admission-policy/ objects")
     log(f"deploy/admission-policy/ (kustomize): {len(lines)} objects pass")
     for f in manifests("deploy"):

@@ -307,5 +307,53 @@ TEST_F(PublisherFaultTest, EverySingleFaultPositionConverges) {
   EXPECT_EQ(cases, 2 * 4 * static_cast<int>(Op::kCount));
 }
 
+// The node's cap (issue 30): a publish past it touches no path and derives
+// no key; a publish that fails gives its place back; an unpublish frees it.
+class PublisherCapTest : public PublisherFaultTest {
+ protected:
+  PublishSpec SpecOf(const KubeletPod& pod) {
+    const std::string target = KubeletTargetPath(pod);
+    fake_.AddDir(target.substr(0, target.rfind('/')));
+    auto spec = driver::ValidatePublishRequest(
+        KubeletPublishRequest(pod, {{"minicluster", "other"}}));
+    EXPECT_TRUE(spec) << spec.error().message;
+    return *spec;
+  }
+
+  static driver::PublisherOptions OneVolumeNode() {
+    driver::PublisherOptions options;
+    options.caps = {.per_pod = 1, .per_node = 1};
+    return options;
+  }
+
+  driver::Publisher capped_{faulty_, keys_, OneVolumeNode()};
+};
+
+TEST_F(PublisherCapTest, RefusedBeforeAnyHostCallAndFailuresGiveBack) {
+  KubeletPod other = pod_;
+  other.uid = "6f1c2d3e-0000-4000-8000-0000000000ff";
+  const PublishSpec second = SpecOf(other);
+  // A failing publish does not keep its place.
+  faulty_.Fail(Op::kAttach, EIO, 1);
+  EXPECT_EQ(capped_.Publish(spec_).error_code(), StatusCode::INTERNAL);
+  faulty_.Clear();
+  ASSERT_TRUE(capped_.Publish(spec_).ok()) << fake_.Dump();
+  const std::string before = fake_.Dump();
+  const int inspects = faulty_.Calls(Op::kInspect);
+  const uint64_t derivations = keys_.GetStats().misses;
+  const grpc::Status refused = capped_.Publish(second);
+  EXPECT_EQ(refused.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max-volumes-per-node=1"),
+            std::string::npos)
+      << refused.error_message();
+  EXPECT_EQ(faulty_.Calls(Op::kInspect), inspects)
+      << "the target was looked at";
+  EXPECT_EQ(fake_.Dump(), before);
+  EXPECT_EQ(keys_.GetStats().misses, derivations)
+      << "a refused publish derived";
+  ASSERT_TRUE(capped_.Unpublish(unspec_).ok());
+  EXPECT_TRUE(capped_.Publish(second).ok());
+}
+
 }  // namespace
 }  // namespace fcc::testing

@@ -55,6 +55,11 @@ pid_t DriverProcess::Spawn() {
       const rlimit nofile{limit, limit};
       if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) _exit(126);
     }
+    if (!options_.cgroup_procs.empty()) {
+      const int fd = open(options_.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) _exit(125);
+      close(fd);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }

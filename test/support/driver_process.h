@@ -22,6 +22,9 @@ class DriverProcess {
     std::string kubelet_dir;
     std::vector<std::string> extra_args;
     int max_open_files = 0;  // RLIMIT_NOFILE in the child (0: inherited)
+    // A cgroup.procs file the child joins before exec ("": the test's own
+    // cgroup), so the driver's memory, tmpfs pages included, is charged there.
+    std::string cgroup_procs;
   };
 
   explicit DriverProcess(Options options);
