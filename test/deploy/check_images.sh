@@ -6,7 +6,7 @@
 #   pause   starts, stays up, exits 0 on SIGTERM (and reports its version)
 #   driver  (--prebuilt BUILD_DIR) flux-curve-csi --version, as the image's
 #           non-root user by default; minicluster-controller --help
-#   flux    (only if the flux-core tarball is beside the repo, or
+#   flux    (only if scripts/flux-core-tarball finds one, or
 #           FCC_IMAGE_TEST_FLUX=1) flux version, as user flux
 #
 #   check_images.sh REPO_DIR BUILD_DIR
@@ -36,7 +36,7 @@ pause_tar=$("$repo/scripts/image" pause | tail -1)
 # the full `scripts/image driver` build).
 driver_tar=${FCC_IMAGE_DRIVER_TAR:-$("$repo/scripts/image" driver --prebuilt "$build_dir" | tail -1)}
 flux_tar=
-if [[ ${FCC_IMAGE_TEST_FLUX:-} == 1 ]] || compgen -G "$repo/../shared/flux-core/flux-core-*.tar.gz" >/dev/null; then
+if [[ ${FCC_IMAGE_TEST_FLUX:-} == 1 ]] || "$repo/scripts/flux-core-tarball" >/dev/null 2>&1; then
   flux_tar=$("$repo/scripts/image" flux | tail -1)
 fi
 echo "images ready in $((SECONDS - t))s: $pause_tar $driver_tar $flux_tar"
