@@ -73,6 +73,15 @@ EventSpec QueuedEvent(const Phase& before, const Phase& after,
   if (before.state != "Running") {
     return {"Normal", "Queued", "Reconcile", after.message};
   }
+  // Kueue's eviction reason for spec.active=false, which it sets itself
+  // when a Workload's maximum execution time runs out: no re-admission.
+  if (queued && kube::StringAt(kube::FieldAt(status, "workload"), "reason") ==
+                    "Deactivated") {
+    return {"Warning", "Deactivated", "Reconcile",
+            "Kueue deactivated the Workload; its pods are deleted and it is "
+            "not admitted again unless its spec.active is set back to true" +
+                WorkloadDetail(status)};
+  }
   if (queued) {
     return {"Normal", "Preempted", "Reconcile",
             "Kueue suspended the running Job; its pods are deleted and it "

@@ -104,6 +104,24 @@ TEST(StatusEvents, UnqueuedJobStarted) {
             Strings{"Started"});
 }
 
+// Kueue deactivates a Workload whose max-exec-time ran out: it is evicted
+// with reason Deactivated and not requeued, so "waits to be admitted
+// again" would be wrong.
+TEST(StatusEvents, DeactivatedWhenKueueDeactivatesARunningJob) {
+  json deactivated = Status("Queued", "Deactivated");
+  deactivated["workload"] = {
+      {"reason", "Deactivated"},
+      {"message",
+       "The workload is deactivated due to exceeding the maximum execution "
+       "time"}};
+  const auto events =
+      StatusEvents(Status("Running", "JobRunning"), deactivated, true);
+  ASSERT_EQ(Reasons(events), Strings{"Deactivated"});
+  EXPECT_EQ(events[0].type, "Warning");
+  EXPECT_NE(events[0].note.find("not admitted again"), std::string::npos);
+  EXPECT_NE(events[0].note.find("maximum execution time"), std::string::npos);
+}
+
 TEST(StatusEvents, PreemptedWhenKueueSuspendsARunningJob) {
   json preempted = Status("Queued", "Preempted");
   preempted["workload"] = {{"reason", "Preempted"},
