@@ -28,7 +28,7 @@ PODS_POLICY = "curve-volume-pods.minicluster.dev"
 JOBS_POLICY = "curve-volume-jobs.minicluster.dev"
 DRIVER = "curve.minicluster.dev"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
-CONTROLLER_NS, CONTROLLER_SA = "flux-curve-csi", "minicluster-controller"
+CONTROLLER_NS, CONTROLLER_SA = "minicluster-system", "minicluster-controller"
 USER = "alice"
 IMAGE = "example.invalid/flux:e2e"
 
