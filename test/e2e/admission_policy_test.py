@@ -199,7 +199,7 @@ def test_policy(work):
     check(r.returncode != 0 and "field is immutable" in r.stderr,
           f"adding the curve volume to a Job's template: {r.stdout} {r.stderr}")
 
-    # 4. The controller, as deployed, under both policies.
+    # 4. The controller, as deployed, under both policies and controller.yaml.
     create_namespace(CONTROLLER_NS)
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
     kubeconfig = service_account_kubeconfig(work, CONTROLLER_SA, CONTROLLER_NS)
@@ -219,6 +219,16 @@ def test_policy(work):
     got = events(ns, "Job", "lab")
     check_eq([m for r, m in got if r == "FailedCreate"], [], "FailedCreate events of Job lab")
     check_eq(sum(1 for r, _ in got if r == "SuccessfulCreate"), 2, "SuccessfulCreate events of Job lab")
+    # One with its own ServiceAccount, a Secret volume and a Secret
+    # variable, which controller.yaml checks against the MiniCluster.
+    kubectl("create", "serviceaccount", "lab-runner", "-n", ns)
+    apply(minicluster("lab-sa", ns, size=1, serviceAccountName="lab-runner",
+                      volumes=[{"name": "creds", "secret": {"secretName": "lab-creds"}}],
+                      volumeMounts=[{"name": "creds", "mountPath": "/creds"}],
+                      env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {
+                          "name": "lab-creds", "key": "token"}}}]))
+    sa_pods = wait_for("the pod of Job lab-sa", lambda: job_pods(ns, "lab-sa"), timeout=60)
+    check_eq(sa_pods[0]["spec"]["serviceAccountName"], "lab-runner", "pod of Job lab-sa's account")
     bad = [ln for ln in ctl.text().splitlines() if "ValidatingAdmissionPolicy" in ln or "HTTP 403" in ln]
     check_eq(bad, [], "refusals in the controller log")
     check(lab["spec"]["template"]["spec"]["volumes"], "Job lab has no volumes")
