@@ -538,9 +538,9 @@ struct FloorResult {
 };
 
 // What the controller writes for one new MiniCluster, sent by a plain
-// client: the Service and the Job (POST, the controller's bodies and field
-// manager) and the status (server-side apply of what PlanStatus computes
-// from the created Job, as Reconciler::Execute does).
+// client: the Service, the NetworkPolicy and the Job (POST, the
+// controller's bodies and field manager) and the status (server-side apply of
+// what PlanStatus computes from the created Job, as Reconciler::Execute does).
 void WriteLikeTheController(kube::KubeClientApi& api, const json& minicluster,
                             const ctl::DesiredOptions& options) {
   auto parsed = ctl::ParseMiniCluster(minicluster);
@@ -551,6 +551,10 @@ void WriteLikeTheController(kube::KubeClientApi& api, const json& minicluster,
       api.Create(kube::CollectionPath("v1", "services", ns),
                  ctl::DesiredService(mc, options), ctl::kCreateFieldManager),
       "floor: create Service");
+  CheckOk(api.Create(kube::CollectionPath("networking.k8s.io/v1",
+                                          "networkpolicies", ns),
+                     ctl::DesiredNetworkPolicy(mc), ctl::kCreateFieldManager),
+          "floor: create NetworkPolicy");
   const auto created =
       api.Create(kube::CollectionPath("batch/v1", "jobs", ns),
                  ctl::DesiredJob(mc, options), ctl::kCreateFieldManager);
@@ -883,7 +887,8 @@ int main(int argc, char** argv) {
   // ---------------------------------------------------------------- report
   const int n = args.count;
   std::printf(
-      "\nFloor: per MiniCluster its create, then the Service, the Job (POST) "
+      "\nFloor: per MiniCluster its create, then the Service, the "
+      "NetworkPolicy, the Job (POST) "
       "and one status write (apply), as the controller makes them, by a "
       "plain client (the same kube::KubeClient)\n");
   std::printf("  %-7s %4s %10s %16s %12s  %s\n", "when", "c", "floor s",

@@ -873,6 +873,11 @@ int main(int argc, char** argv) {
   // parallel do not collide; they give the key cache counters.
   const bool metrics = DriverHasFlag(args.driver, "--metrics-address");
   if (metrics) options.extra_args.push_back("--metrics-address=127.0.0.1:0");
+  // The bench holds thousands of volumes on its one node, far past the
+  // DaemonSet's cap (one per pod, as in the DaemonSet, still holds).
+  if (DriverHasFlag(args.driver, "--max-volumes-per-node")) {
+    options.extra_args.push_back("--max-volumes-per-node=100000");
+  }
   if (DriverHasFlag(args.driver, "--kubelet-dir")) {
     options.kubelet_dir = root.path();  // root.pods_dir() is <root>/pods
   }

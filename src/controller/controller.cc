@@ -26,6 +26,8 @@ Controller::Controller(ControllerConfig config, Watches& watches,
       [this](kube::WatchEvent::Type, const json& o) { EnqueueMiniCluster(o); });
   watches_.services().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
+  watches_.network_policies().AddEventHandler(
+      [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
   watches_.jobs().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
   watches_.workloads().AddEventHandler(

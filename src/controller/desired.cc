@@ -1,5 +1,6 @@
 #include "controller/desired.h"
 
+#include "common/names.h"
 #include "common/volume_contract.h"
 
 namespace fcc::controller {
@@ -141,6 +142,17 @@ std::string FluxRunDir(const DesiredOptions& opts) {
   return opts.run_mount_path + "/flux";
 }
 
+std::expected<void, std::string> CheckDesiredOptions(
+    const DesiredOptions& opts) {
+  if (!common::IsDns1123Subdomain(opts.cluster_domain)) {
+    return std::unexpected(
+        "--cluster-domain must be the cluster's DNS domain, a DNS-1123 "
+        "subdomain (lowercase a-z 0-9 '-' '.', e.g. cluster.local); set it to "
+        "kubelet's --cluster-domain");
+  }
+  return {};
+}
+
 std::string FluxLocalUri(const DesiredOptions& opts) {
   return "local://" + FluxRunDir(opts) + "/local";
 }
@@ -207,6 +219,48 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
     script += " -Sbroker.rc2_none=1\n";
   }
   return script;
+}
+
+std::string NetworkPolicyName(const MiniCluster& mc) { return mc.name; }
+
+namespace {
+
+// `protocol` ports lo..hi as a NetworkPolicy port entry.
+json PortRange(const char* protocol, int lo, int hi) {
+  json port{{"protocol", protocol}, {"port", lo}};
+  if (hi > lo) port["endPort"] = hi;
+  return port;
+}
+
+// Every TCP and UDP port but the broker's.
+json PortsButTheBrokers(int broker_port) {
+  json ports = json::array();
+  if (broker_port > 1) ports.push_back(PortRange("TCP", 1, broker_port - 1));
+  if (broker_port < 65535) {
+    ports.push_back(PortRange("TCP", broker_port + 1, 65535));
+  }
+  ports.push_back(PortRange("UDP", 1, 65535));
+  return ports;
+}
+
+}  // namespace
+
+json DesiredNetworkPolicy(const MiniCluster& mc) {
+  const json brokers{{"matchLabels", {{kNameLabel, mc.name}}}};
+  const json broker_port =
+      json::array({{{"protocol", "TCP"}, {"port", mc.spec.broker_port}}});
+  return json{
+      {"apiVersion", "networking.k8s.io/v1"},
+      {"kind", "NetworkPolicy"},
+      {"metadata", BaseMetadata(mc, NetworkPolicyName(mc))},
+      {"spec",
+       {{"podSelector", brokers},
+        {"policyTypes", json::array({"Ingress"})},
+        {"ingress",
+         json::array(
+             {{{"from", json::array({{{"podSelector", brokers}}})},
+               {"ports", broker_port}},
+              {{"ports", PortsButTheBrokers(mc.spec.broker_port)}}})}}}};
 }
 
 json DesiredService(const MiniCluster& mc, const DesiredOptions& opts) {

@@ -4,6 +4,7 @@
 // prints is what the reconciler sends.
 #pragma once
 
+#include <expected>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -29,6 +30,12 @@ struct DesiredOptions {
   // so `kubectl exec POD -- flux ...` just works.
   std::string run_mount_path = kRunMountPath;
 };
+
+// Checks options that reach every broker's start script and config: the
+// error names the flag and the fix (a --cluster-domain with a newline or a
+// quote would run as a shell line in every tenant's pod).
+std::expected<void, std::string> CheckDesiredOptions(
+    const DesiredOptions& opts);
 
 // local:///run/flux/local: the broker's local URI, also set as FLUX_URI in
 // every container (and so in `kubectl exec` and exec probes).
@@ -61,6 +68,13 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
 
 // The headless Service (full server-side-apply body; the controller owns
 // all of it).
+// The NetworkPolicy that keeps the broker port to the MiniCluster's own
+// pods: the brokers' CURVE keeps the key safe, this keeps strangers from
+// holding the port (availability). Every other port stays open to all, as
+// without the policy; SCTP is left out (not every CNI takes it).
+nlohmann::json DesiredNetworkPolicy(const MiniCluster& mc);
+std::string NetworkPolicyName(const MiniCluster& mc);
+
 nlohmann::json DesiredService(const MiniCluster& mc,
                               const DesiredOptions& opts);
 

@@ -41,6 +41,7 @@ struct RunFlags {
   int resync_minutes = 10;
   std::string kueue_workload_api = "kueue.x-k8s.io/v1beta1";
   int watch_timeout_s = 300;
+  std::string workload_label_selector;
 };
 
 std::expected<kube::KubeConfig, std::string> LoadConfig(const RunFlags& flags) {
@@ -107,8 +108,9 @@ int RunReconciling(const RunFlags& flags, const DesiredOptions& desired,
   Metrics metrics(&queue, client.config().server, flags.workers);
   queue.set_observer(&metrics);
   client.set_observer(&metrics);
-  Watches watches(client, {flags.watch_namespace, flags.kueue_workload_api,
-                           flags.watch_timeout_s});
+  Watches watches(client,
+                  {flags.watch_namespace, flags.kueue_workload_api,
+                   flags.watch_timeout_s, flags.workload_label_selector});
   auto health = StartHealth(flags.health_address, watches, metrics);
   if (!health) {
     spdlog::critical("{}", health.error());
@@ -188,6 +190,10 @@ void AddRunFlags(CLI::App* cmd, RunFlags& flags) {
   cmd->add_option("--kueue-workload-api", flags.kueue_workload_api,
                   "apiVersion of Kueue's Workload");
   // Short values let tests see watches closed by the server and resumed.
+  cmd->add_option("--workload-label-selector", flags.workload_label_selector,
+                  "watch only the Kueue Workloads with these labels, e.g. "
+                  "minicluster.dev/name once Kueue's "
+                  "integrations.labelKeysToCopy lists it (default: all)");
   cmd->add_option("--watch-timeout-seconds", flags.watch_timeout_s,
                   "ask the API server to end each watch after this long")
       ->check(CLI::Range(1, 3600));
@@ -254,6 +260,10 @@ int main(int argc, char** argv) {
           "minicluster-controller", common.log_format, common.log_level);
       !logging) {
     std::cerr << logging.error() << "\n";
+    return 2;
+  }
+  if (auto checked = CheckDesiredOptions(common.desired); !checked) {
+    std::cerr << checked.error() << "\n";
     return 2;
   }
   if (*render) return Render(render_file, common.desired);

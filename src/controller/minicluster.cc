@@ -1,5 +1,6 @@
 #include "controller/minicluster.h"
 
+#include <algorithm>
 #include <array>
 #include <regex>
 #include <set>
@@ -344,6 +345,13 @@ void CheckVolume(const json& volume, const std::string& where,
     errors.push_back(where + ".name: " + Quoted(name) +
                      " is used twice; volume names must be unique");
   }
+  if (volume.contains("hostPath")) {
+    errors.push_back(where +
+                     ".hostPath: a MiniCluster may not mount the node's "
+                     "filesystem (it would expose every pod's volumes on the "
+                     "node, other MiniClusters' certs among them); use a "
+                     "persistentVolumeClaim, nfs or another network volume");
+  }
   if (kube::StringAt(kube::FieldAt(volume, "csi"), "driver") ==
       common::kDriverName) {
     errors.push_back(where +
@@ -516,6 +524,61 @@ ParseResult ParseMiniCluster(const json& object) {
   CheckName(mc, errors);
   result.minicluster = std::move(mc);
   return result;
+}
+
+const KnownFields& MiniClusterFields() {
+  static const KnownFields kFields{
+      .top = {"apiVersion", "kind", "metadata", "spec", "status"},
+      .spec = {"size", "image", "command", "resources", "env", "fluxUser",
+               "brokerPort", "suspend", "connectTimeout", "podLabels",
+               "podAnnotations", "nodeSelector", "tolerations", "affinity",
+               "serviceAccountName", "volumes", "volumeMounts"},
+      .flux_user = {"uid", "gid"},
+      .resources = {"limits", "requests"},
+      .toleration = {"key", "operator", "value", "effect",
+                     "tolerationSeconds"}};
+  return kFields;
+}
+
+namespace {
+
+void AddUnknown(const json& object, const std::string& where,
+                const std::vector<std::string_view>& known,
+                std::vector<std::string>& errors) {
+  if (!object.is_object()) return;  // ParseMiniCluster says what it must be
+  for (const auto& [key, value] : object.items()) {
+    if (std::ranges::find(known, key) != known.end()) continue;
+    std::string list;
+    for (std::string_view k : known) {
+      list += (list.empty() ? "" : ", ") + std::string(k);
+    }
+    const std::string scope =
+        where.empty() ? "a MiniCluster" : where.substr(0, where.size() - 1);
+    errors.push_back(where + key + ": unknown field; " + scope + " has " +
+                     list + " (check for a typo)");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> UnknownFields(const json& object) {
+  const KnownFields& known = MiniClusterFields();
+  std::vector<std::string> errors;
+  AddUnknown(object, "", known.top, errors);
+  const json& spec = kube::FieldAt(object, "spec");
+  AddUnknown(spec, "spec.", known.spec, errors);
+  AddUnknown(kube::FieldAt(spec, "fluxUser"), "spec.fluxUser.", known.flux_user,
+             errors);
+  AddUnknown(kube::FieldAt(spec, "resources"), "spec.resources.",
+             known.resources, errors);
+  const json& tolerations = kube::FieldAt(spec, "tolerations");
+  if (tolerations.is_array()) {
+    for (size_t i = 0; i < tolerations.size(); ++i) {
+      AddUnknown(tolerations[i], "spec.tolerations[" + std::to_string(i) + "].",
+                 known.toleration, errors);
+    }
+  }
+  return errors;
 }
 
 }  // namespace fcc::controller

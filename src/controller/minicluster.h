@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fcc::controller {
@@ -113,5 +114,19 @@ struct ParseResult {
 // schema's rules so a MiniCluster that slipped past an older CRD (or a
 // manifest given to `render`) still gets a clear message.
 ParseResult ParseMiniCluster(const nlohmann::json& object);
+
+// The fields the CRD's structural schema declares, where it prunes the rest:
+// the object's top level, spec, spec.fluxUser, spec.resources and each
+// spec.tolerations[] entry. A test holds them to deploy/controller/crd.yaml.
+struct KnownFields {
+  std::vector<std::string_view> top, spec, flux_user, resources, toleration;
+};
+const KnownFields& MiniClusterFields();
+
+// "<path>: unknown field ..." for each field of a manifest that the CRD does
+// not declare. In a cluster the API server refuses those (kubectl's strict
+// field validation) or prunes them, so ParseMiniCluster need not look;
+// `render -f` has no API server and asks this instead.
+std::vector<std::string> UnknownFields(const nlohmann::json& object);
 
 }  // namespace fcc::controller

@@ -130,6 +130,28 @@ std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
       std::move(service), kFieldManager, true};
 }
 
+// A NetworkPolicy of that name that the MiniCluster does not control is left
+// alone: the brokers work without it, only less protected (the create's 409
+// says so in the log).
+std::optional<Action> NetworkPolicyStep(const MiniCluster& mc,
+                                        const json* observed) {
+  json policy = DesiredNetworkPolicy(mc);
+  if (observed == nullptr) {
+    return Action{Action::Kind::kCreateNetworkPolicy,
+                  kube::CollectionPath("networking.k8s.io/v1",
+                                       "networkpolicies", mc.namespace_name),
+                  std::move(policy), kCreateFieldManager, false};
+  }
+  if (!kube::ControlledBy(*observed, mc.uid) ||
+      IsSubset(Comparable(policy), *observed)) {
+    return std::nullopt;
+  }
+  return Action{Action::Kind::kApplyNetworkPolicy,
+                kube::ObjectPath("networking.k8s.io/v1", "networkpolicies",
+                                 mc.namespace_name, NetworkPolicyName(mc)),
+                std::move(policy), kFieldManager, true};
+}
+
 // An existing Job: its metadata, and spec.suspend of an unqueued one.
 void ExistingJobSteps(const MiniCluster& mc, const json& job,
                       std::vector<Action>& actions) {
@@ -157,6 +179,10 @@ std::string ActionName(Action::Kind kind) {
       return "create Service";
     case Action::Kind::kApplyService:
       return "apply Service";
+    case Action::Kind::kCreateNetworkPolicy:
+      return "create NetworkPolicy";
+    case Action::Kind::kApplyNetworkPolicy:
+      return "apply NetworkPolicy";
     case Action::Kind::kCreateJob:
       return "create Job";
     case Action::Kind::kApplyJob:
@@ -181,6 +207,8 @@ std::vector<Action> PlanReconcile(const Observed& observed,
   if (parsed->errors.empty() && !ServiceInTheWay(mc, observed.service)) {
     if (auto service = ServiceStep(mc, observed.service, options))
       actions.push_back(std::move(*service));
+    if (auto policy = NetworkPolicyStep(mc, observed.network_policy))
+      actions.push_back(std::move(*policy));
     if (observed.job == nullptr) {
       actions.push_back(
           {Action::Kind::kCreateJob,

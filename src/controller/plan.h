@@ -17,8 +17,8 @@
 //    third manager ("minicluster-controller-launcher") whose apply body
 //    holds only spec.suspend. It is never used for a queued Job (label on
 //    the MiniCluster or on the Job), where Kueue owns suspend.
-//  * The Service is fully owned: applied with force by
-//    "minicluster-controller".
+//  * The Service and the NetworkPolicy are fully owned: created, then
+//    applied with force by "minicluster-controller" when they drift.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -41,12 +41,15 @@ struct Observed {
   const nlohmann::json* service = nullptr;
   const nlohmann::json* job = nullptr;
   const nlohmann::json* workload = nullptr;
+  const nlohmann::json* network_policy = nullptr;
 };
 
 struct Action {
   enum class Kind {
     kCreateService,
     kApplyService,
+    kCreateNetworkPolicy,
+    kApplyNetworkPolicy,
     kCreateJob,
     kApplyJob,
     kSetJobSuspend,

@@ -51,7 +51,8 @@ std::string RetryReasonName(RetryReason reason) {
 
 Observed Reconciler::Snapshot::View() const {
   auto ptr = [](const std::optional<json>& o) { return o ? &*o : nullptr; };
-  return {&minicluster, ptr(service), ptr(job), ptr(workload)};
+  return {&minicluster, ptr(service), ptr(job), ptr(workload),
+          ptr(network_policy)};
 }
 
 std::optional<json> Reconciler::WorkloadOf(const json& job) const {
@@ -70,6 +71,7 @@ std::optional<Reconciler::Snapshot> Reconciler::Observe(
   snapshot.minicluster = std::move(*minicluster);
   // Service and Job share the MiniCluster's name (desired.h).
   snapshot.service = caches_.services.Get(key);
+  snapshot.network_policy = caches_.network_policies.Get(key);
   snapshot.job = caches_.jobs.Get(key);
   if (snapshot.job) snapshot.workload = WorkloadOf(*snapshot.job);
   return snapshot;
@@ -105,6 +107,9 @@ ReconcileResult Reconciler::Execute(const std::string& key,
       result.Merge(std::move(created));
     } else if (service_taken) {
       continue;  // no Job while another's Service holds the name
+    } else if (action.kind == Action::Kind::kCreateNetworkPolicy) {
+      result.Merge(CreateNetworkPolicy(
+          key, action, kube::ObjectMeta(snapshot.minicluster).uid()));
     } else if (action.kind == Action::Kind::kCreateJob) {
       Created created =
           CreateJob(key, action, kube::ObjectMeta(snapshot.minicluster).uid());
@@ -244,24 +249,43 @@ Reconciler::Created Reconciler::CreateJob(const std::string& key,
           std::nullopt};
 }
 
-ReconcileResult Reconciler::CreateService(const std::string& key,
-                                          const Action& action,
-                                          const std::string& uid) {
+ReconcileResult Reconciler::CreatedOrRetry(CreateOutcome created,
+                                           ReconcileResult theirs) {
   using Kind = CreateOutcome::Kind;
-  CreateOutcome created = CreateOrFind(key, action, uid, "Service");
   switch (created.kind) {
     case Kind::kCreated:
     case Kind::kOurs:
       return ReconcileResult::Done();
     case Kind::kTheirs:
-      return ReconcileResult::Retry(RetryReason::kServiceNameTaken,
-                                    "a Service of that name is in the way");
+      return theirs;
     case Kind::kFailed:
     case Kind::kLookupFailed:
       break;
   }
   return ReconcileResult::Retry(RetryReason::kWriteFailed,
                                 std::move(created.what));
+}
+
+ReconcileResult Reconciler::CreateService(const std::string& key,
+                                          const Action& action,
+                                          const std::string& uid) {
+  return CreatedOrRetry(
+      CreateOrFind(key, action, uid, "Service"),
+      ReconcileResult::Retry(RetryReason::kServiceNameTaken,
+                             "a Service of that name is in the way"));
+}
+
+ReconcileResult Reconciler::CreateNetworkPolicy(const std::string& key,
+                                                const Action& action,
+                                                const std::string& uid) {
+  CreateOutcome created = CreateOrFind(key, action, uid, "NetworkPolicy");
+  if (created.kind == CreateOutcome::Kind::kTheirs) {
+    spdlog::warn(
+        "minicluster {}: a NetworkPolicy of that name that it does not "
+        "control is in the way; its broker port stays open to the cluster",
+        key);
+  }
+  return CreatedOrRetry(std::move(created), ReconcileResult::Done());
 }
 
 }  // namespace fcc::controller

@@ -28,6 +28,7 @@ struct Caches {
   const kube::ObjectStore& services;
   const kube::ObjectStore& jobs;
   const kube::ObjectStore& workloads;
+  const kube::ObjectStore& network_policies;
 };
 
 // Why a key goes back to the queue with back-off.
@@ -85,7 +86,7 @@ class Reconciler {
   // Copies of what the caches hold for one MiniCluster.
   struct Snapshot {
     nlohmann::json minicluster;
-    std::optional<nlohmann::json> service, job, workload;
+    std::optional<nlohmann::json> service, job, workload, network_policy;
     Observed View() const;
   };
   // What creating the Job showed about it.
@@ -114,10 +115,19 @@ class Reconciler {
                              const std::string& uid, std::string_view kind);
   Created CreateJob(const std::string& key, const Action& action,
                     const std::string& uid);
+  // What creating a Service or NetworkPolicy came to; `theirs` when one of
+  // that name that the MiniCluster does not control is in the way.
+  static ReconcileResult CreatedOrRetry(CreateOutcome created,
+                                        ReconcileResult theirs);
   // Creates the Service; kServiceNameTaken if one of that name exists that
   // the MiniCluster `uid` does not control (it is left as it is).
   ReconcileResult CreateService(const std::string& key, const Action& action,
                                 const std::string& uid);
+  // Creates the NetworkPolicy; one of that name that the MiniCluster does
+  // not control is left as it is (logged), and nothing else waits for it.
+  ReconcileResult CreateNetworkPolicy(const std::string& key,
+                                      const Action& action,
+                                      const std::string& uid);
   ReconcileResult Apply(const std::string& key, const Action& action);
   // Applies a status and records the events its change calls for.
   ReconcileResult ApplyStatus(const std::string& key,

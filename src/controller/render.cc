@@ -20,6 +20,10 @@ std::expected<std::string, std::string> RenderMiniCluster(
     if (meta.value("uid", "").empty()) meta["uid"] = kRenderUidPlaceholder;
   }
   ParseResult parsed = ParseMiniCluster(object);
+  // What kubectl's strict field validation would refuse in a cluster.
+  for (std::string& unknown : UnknownFields(object)) {
+    parsed.errors.push_back(std::move(unknown));
+  }
   if (!parsed.minicluster || !parsed.errors.empty()) {
     return std::unexpected(parsed.ErrorText());
   }

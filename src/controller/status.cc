@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "controller/desired.h"
+#include "kube/informer.h"
 #include "kube/object_meta.h"
 
 namespace fcc::controller {
@@ -171,6 +172,21 @@ WorkloadSummary SummarizeWorkload(const json& workload) {
     take(nullptr, "Pending");
   }
   return s;
+}
+
+void TrimWorkloadForCache(json& workload) {
+  kube::TrimForCache(workload);
+  workload.erase("spec");
+  auto status = workload.find("status");
+  if (status == workload.end() || !status->is_object()) return;
+  json kept = json::object();
+  if (auto c = status->find("conditions"); c != status->end()) {
+    kept["conditions"] = std::move(*c);
+  }
+  const json& queue =
+      kube::FieldAt(kube::FieldAt(*status, "admission"), "clusterQueue");
+  if (queue.is_string()) kept["admission"] = {{"clusterQueue", queue}};
+  *status = std::move(kept);
 }
 
 std::vector<std::string> JobUidsOfWorkload(const json& workload) {

@@ -39,6 +39,11 @@ WorkloadSummary SummarizeWorkload(const nlohmann::json& workload);
 // "the Workload of this Job": the Workload cache is indexed by it.
 std::vector<std::string> JobUidsOfWorkload(const nlohmann::json& workload);
 
+// Keeps of a Workload only what the status reads (its metadata, conditions
+// and admitted ClusterQueue): the spec's pod sets copy the whole pod
+// template of its Job, most of the object.
+void TrimWorkloadForCache(nlohmann::json& workload);
+
 // The first of `workloads` that belongs to `job` (JobUidsOfWorkload).
 const nlohmann::json* FindWorkloadForJob(
     const std::vector<nlohmann::json>& workloads, const nlohmann::json& job);

@@ -32,8 +32,9 @@ kube::Informer::Options WorkloadWatch(const WatchOptions& options) {
   auto o = WatchOf("kueue workloads",
                    kube::CollectionPath(options.kueue_workload_api, "workloads",
                                         options.namespace_name),
-                   "", options);
+                   options.workload_label_selector, options);
   o.optional = true;  // Kueue is optional
+  o.trim = TrimWorkloadForCache;
   return o;
 }
 
@@ -53,6 +54,13 @@ Watches::Watches(const kube::KubeClient& client, const WatchOptions& options)
                                              options.namespace_name),
                         kNameLabel, options),
                 service_store_),
+      network_policies_(client,
+                        WatchOf("networkpolicies",
+                                kube::CollectionPath("networking.k8s.io/v1",
+                                                     "networkpolicies",
+                                                     options.namespace_name),
+                                kNameLabel, options),
+                        network_policy_store_),
       jobs_(client, JobWatch(options), job_store_),
       workloads_(client, WorkloadWatch(options), workload_store_) {}
 
@@ -62,18 +70,20 @@ Watches::~Watches() {
 }
 
 Caches Watches::caches() const {
-  return {minicluster_store_, service_store_, job_store_, workload_store_};
+  return {minicluster_store_, service_store_, job_store_, workload_store_,
+          network_policy_store_};
 }
 
 bool Watches::HasSynced() const {
   return miniclusters_.HasSynced() && services_.HasSynced() &&
-         jobs_.HasSynced() && workloads_.HasSynced();
+         network_policies_.HasSynced() && jobs_.HasSynced() &&
+         workloads_.HasSynced();
 }
 
 void Watches::Start(common::StopSignal& stop) {
   stop_ = &stop;
   for (kube::Informer* informer :
-       {&miniclusters_, &services_, &jobs_, &workloads_})
+       {&miniclusters_, &services_, &network_policies_, &jobs_, &workloads_})
     threads_.emplace_back([informer, &stop] { informer->Run(stop); });
 }
 

@@ -18,6 +18,9 @@ struct WatchOptions {
   std::string namespace_name;  // empty: all namespaces
   std::string kueue_workload_api = "kueue.x-k8s.io/v1beta1";
   int watch_timeout_s = 300;
+  // Kueue Workloads to watch; empty: all of them. "minicluster.dev/name"
+  // once Kueue copies that label from Jobs (integrations.labelKeysToCopy).
+  std::string workload_label_selector;
 };
 
 class Watches {
@@ -31,6 +34,7 @@ class Watches {
   // Register event handlers before Start.
   kube::Informer& miniclusters() { return miniclusters_; }
   kube::Informer& services() { return services_; }
+  kube::Informer& network_policies() { return network_policies_; }
   kube::Informer& jobs() { return jobs_; }
   kube::Informer& workloads() { return workloads_; }
 
@@ -41,9 +45,9 @@ class Watches {
   void Start(common::StopSignal& stop);
 
  private:
-  kube::ObjectStore minicluster_store_, service_store_, job_store_,
-      workload_store_;
-  kube::Informer miniclusters_, services_, jobs_, workloads_;
+  kube::ObjectStore minicluster_store_, service_store_, network_policy_store_,
+      job_store_, workload_store_;
+  kube::Informer miniclusters_, services_, network_policies_, jobs_, workloads_;
   common::StopSignal* stop_ = nullptr;
   std::vector<std::thread> threads_;
 };

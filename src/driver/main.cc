@@ -241,6 +241,28 @@ void AddServePolicyFlags(CLI::App& serve_cmd, driver::ServeOptions& serve,
       ->envname("SELINUX_MOUNT_CONTEXT");
 }
 
+// How many volumes the driver holds: each is a tmpfs charged to its memory
+// cgroup, so the DaemonSet's memory limit follows from the node's cap
+// (docs/operations.md, "Volume caps").
+void AddServeCapFlags(CLI::App& serve_cmd, driver::ServeOptions& serve) {
+  serve_cmd
+      .add_option("--max-volumes-per-pod", serve.publisher.caps.per_pod,
+                  "At most this many curve.minicluster.dev volumes per pod; "
+                  "a publish past it is RESOURCE_EXHAUSTED (a MiniCluster "
+                  "pod carries one)")
+      ->envname("MAX_VOLUMES_PER_POD")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{64}))
+      ->capture_default_str();
+  serve_cmd
+      .add_option("--max-volumes-per-node", serve.publisher.caps.per_node,
+                  "At most this many volumes on the node (reported to kubelet "
+                  "as max_volumes_per_node); a publish past it is "
+                  "RESOURCE_EXHAUSTED. Size the memory limit from it")
+      ->envname("MAX_VOLUMES_PER_NODE")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{100000}))
+      ->capture_default_str();
+}
+
 CLI::App* AddCertCommand(CLI::App& app, CertArgs& cert_args) {
   auto* cert_cmd = app.add_subcommand(
       "cert",
@@ -328,6 +350,7 @@ int main(int argc, char** argv) {
   bool accept_readonly_false = false;
   AddServeFlags(*serve_cmd, serve);
   AddServePolicyFlags(*serve_cmd, serve, accept_readonly_false);
+  AddServeCapFlags(*serve_cmd, serve);
   CertArgs cert_args;
   CLI::App* cert_cmd = AddCertCommand(app, cert_args);
   VerifyArgs verify_args;

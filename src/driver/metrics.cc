@@ -64,7 +64,7 @@ void Metrics::Rpc::Observe(grpc::StatusCode code,
   latency.Observe(std::chrono::duration_cast<Seconds>(elapsed).count());
 }
 
-Metrics::Metrics(const KeyCache* keys)
+Metrics::Metrics(const KeyCache* keys, const Publisher* publisher)
     : registry_(std::make_shared<prometheus::Registry>()),
       publish_(*registry_, "node_publish", "NodePublishVolume"),
       unpublish_(*registry_, "node_unpublish", "NodeUnpublishVolume"),
@@ -90,7 +90,21 @@ Metrics::Metrics(const KeyCache* keys)
                         .Help("Key derivations (first volume of a "
                               "MiniCluster on this node)")
                         .Register(*registry_)
-                        .Add({})) {}
+                        .Add({})),
+      publisher_(publisher),
+      volumes_(prometheus::BuildGauge()
+                   .Name("flux_curve_csi_volumes")
+                   .Help("Volumes on this node, counted against "
+                         "--max-volumes-per-node (those mounted before a "
+                         "restart included)")
+                   .Register(*registry_)
+                   .Add({})),
+      max_volumes_(prometheus::BuildGauge()
+                       .Name("flux_curve_csi_max_volumes_per_node")
+                       .Help("--max-volumes-per-node: publishes past it are "
+                             "RESOURCE_EXHAUSTED")
+                       .Register(*registry_)
+                       .Add({})) {}
 
 void Metrics::ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
                          std::chrono::steady_clock::duration elapsed) {
@@ -123,8 +137,15 @@ void Metrics::RefreshKeyCache() {
   }
 }
 
+void Metrics::RefreshVolumes() {
+  if (publisher_ == nullptr) return;
+  volumes_.Set(static_cast<double>(publisher_->CountStats().volumes));
+  max_volumes_.Set(static_cast<double>(publisher_->caps().per_node));
+}
+
 std::string Metrics::Render() {
   RefreshKeyCache();
+  RefreshVolumes();
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 

@@ -17,14 +17,16 @@
 #include <string>
 
 #include "driver/key_cache.h"
+#include "driver/publisher.h"
 #include "driver/rpc.h"
 
 namespace fcc::driver {
 
 class Metrics final : public RpcObserver {
  public:
-  // `keys` (may be null) is read at each scrape for the key cache metrics.
-  explicit Metrics(const KeyCache* keys);
+  // `keys` (may be null) is read at each scrape for the key cache metrics,
+  // `publisher` (may be null) for the volumes held against the node's cap.
+  explicit Metrics(const KeyCache* keys, const Publisher* publisher = nullptr);
 
   void ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
                   std::chrono::steady_clock::duration elapsed) override;
@@ -46,6 +48,7 @@ class Metrics final : public RpcObserver {
   };
 
   void RefreshKeyCache();
+  void RefreshVolumes();
 
   std::shared_ptr<prometheus::Registry> registry_;
   Rpc publish_;
@@ -55,6 +58,9 @@ class Metrics final : public RpcObserver {
   prometheus::Gauge& volumes_cached_;
   prometheus::Counter& cache_hits_;
   prometheus::Counter& cache_misses_;
+  const Publisher* publisher_;
+  prometheus::Gauge& volumes_;
+  prometheus::Gauge& max_volumes_;
   std::mutex refresh_mu_;  // scrapes turn KeyCache's totals into increments
   uint64_t seen_hits_ = 0;
   uint64_t seen_misses_ = 0;

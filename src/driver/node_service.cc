@@ -46,9 +46,12 @@ RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
 
 csi::v1::NodeGetCapabilitiesResponse HandleNodeGetCapabilities() { return {}; }
 
-csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id) {
+csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id,
+                                               uint32_t max_volumes_per_node) {
   csi::v1::NodeGetInfoResponse response;
   response.set_node_id(node_id);
+  // kubelet writes it into CSINode's allocatable count for the driver.
+  response.set_max_volumes_per_node(max_volumes_per_node);
   return response;
 }
 
@@ -73,7 +76,9 @@ void NodeService::ServeOn(RpcServer& server) {
   ServeUnary(server, service_, &Async::RequestNodeGetCapabilities,
              kCapabilitiesRpc, observer_, HandleNodeGetCapabilities);
   ServeUnary(server, service_, &Async::RequestNodeGetInfo, kInfoRpc, observer_,
-             [this] { return HandleNodeGetInfo(node_id_); });
+             [this] {
+               return HandleNodeGetInfo(node_id_, publisher_.caps().per_node);
+             });
   RefuseUnary(server, service_, &Async::RequestNodeStageVolume,
               {"NodeStageVolume"});
   RefuseUnary(server, service_, &Async::RequestNodeUnstageVolume,

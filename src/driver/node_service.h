@@ -6,6 +6,7 @@
 // them through ServeUnary, which logs and counts each call.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "csi.grpc.pb.h"
@@ -23,7 +24,9 @@ RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
     const ValidationPolicy& policy);
 // Advertises nothing: no staging, no stats, no expansion.
 csi::v1::NodeGetCapabilitiesResponse HandleNodeGetCapabilities();
-csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id);
+// max_volumes_per_node is the driver's --max-volumes-per-node.
+csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id,
+                                               uint32_t max_volumes_per_node);
 
 class NodeService final {
  public:

@@ -53,10 +53,20 @@ TmpfsSpec VolumeTmpfs(const PublisherOptions& options, const Owner& owner) {
 }  // namespace
 
 Publisher::Publisher(HostFs& fs, KeyCache& keys, PublisherOptions options)
-    : fs_(fs), keys_(keys), options_(std::move(options)) {}
+    : fs_(fs),
+      keys_(keys),
+      options_(std::move(options)),
+      count_(options_.caps) {}
 
 Status Publisher::Publish(const PublishSpec& spec) {
   const auto guard = locks_.Lock(spec.volume_id);
+  // First: a publish past a cap derives no key and touches no path.
+  auto counted = count_.Reserve(spec.target_path, spec.pod_uid);
+  if (!counted) {
+    spdlog::warn("volume {} at {} refused: {}", spec.volume_id,
+                 spec.target_path, counted.error());
+    return Status(StatusCode::RESOURCE_EXHAUSTED, counted.error());
+  }
   const KeyCache::Lease lease = keys_.Acquire(spec.volume_id, spec.minicluster);
   Status status = PublishLocked(spec, *lease.cert);
   if (lease.other_minicluster) {
@@ -64,6 +74,7 @@ Status Publisher::Publish(const PublishSpec& spec) {
   } else if (!status.ok() && lease.newly_acquired) {
     keys_.Release(spec.volume_id);
   }
+  if (status.ok()) counted->Keep();
   return status;
 }
 
@@ -243,6 +254,7 @@ Status Publisher::Unpublish(const UnpublishSpec& spec) {
   if (Status unmounted = UnmountOwn(target, "the volume"); !unmounted.ok()) {
     return unmounted;
   }
+  count_.Forget(target);  // no volume of ours is left at the target
   if (auto ec = fs_.Remove(target)) {
     if (ec == std::errc::directory_not_empty) {
       return Status(

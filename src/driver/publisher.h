@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "driver/host_fs.h"
 #include "driver/key_cache.h"
+#include "driver/volume_count.h"
 #include "driver/volume_locks.h"
 #include "driver/volume_request.h"
 
@@ -21,6 +23,9 @@ struct PublisherOptions {
   // See TmpfsSpec; serve turns noswap on where the kernel has it.
   bool noswap = false;
   std::string selinux_context;
+  // At most this many volumes per pod and on the node; a publish past one
+  // is RESOURCE_EXHAUSTED before anything is mounted.
+  VolumeCaps caps;
 };
 
 class Publisher {
@@ -36,6 +41,14 @@ class Publisher {
   // OK. A mount the driver did not make, or anything but a directory, is
   // FAILED_PRECONDITION and left alone.
   grpc::Status Unpublish(const UnpublishSpec& spec);
+
+  // Counts the driver's volumes already mounted (by an earlier process):
+  // called once at start, before serving (ScanDriverVolumes).
+  void AdoptMounted(const std::vector<MountedVolume>& volumes) {
+    count_.Adopt(volumes);
+  }
+  const VolumeCaps& caps() const { return count_.caps(); }
+  VolumeCount::Stats CountStats() const { return count_.GetStats(); }
 
  private:
   enum class TargetVerdict { kHealthy, kIncompatible, kDamaged };
@@ -64,6 +77,9 @@ class Publisher {
   KeyCache& keys_;
   const PublisherOptions options_;
   VolumeLocks locks_;
+  // Changed only with the volume's lock held, so a volume's count follows
+  // its publishes and unpublishes in order.
+  VolumeCount count_;
 };
 
 }  // namespace fcc::driver

@@ -24,6 +24,7 @@
 #include "driver/metrics.h"
 #include "driver/node_service.h"
 #include "driver/registration_service.h"
+#include "driver/volume_count.h"
 
 namespace fcc::driver {
 namespace {
@@ -310,6 +311,33 @@ int ServeUntilStopped(const ServeOptions& options, const SocketPaths& paths,
   return 0;
 }
 
+// Volumes mounted by an earlier driver process still hold memory in this
+// cgroup: they count against the caps from the first call on.
+std::expected<void, std::string> AdoptMountedVolumes(
+    Publisher& publisher, const ServeOptions& options) {
+  auto mounted = ScanDriverVolumes(options.validation.kubelet_dir);
+  if (!mounted) {
+    return std::unexpected(
+        "refusing to serve: cannot count the volumes "
+        "already mounted: " +
+        mounted.error());
+  }
+  publisher.AdoptMounted(*mounted);
+  const VolumeCount::Stats stats = publisher.CountStats();
+  const VolumeCaps& caps = publisher.caps();
+  spdlog::info(
+      "{} volumes of {} pods already mounted; caps: {} per pod "
+      "(--max-volumes-per-pod), {} per node (--max-volumes-per-node)",
+      stats.volumes, stats.pods, caps.per_pod, caps.per_node);
+  if (stats.volumes > caps.per_node) {
+    spdlog::warn(
+        "the node holds more volumes than --max-volumes-per-node={}: no "
+        "publish of a new volume succeeds until {} are unpublished",
+        caps.per_node, stats.volumes - caps.per_node + 1);
+  }
+  return {};
+}
+
 }  // namespace
 
 int Serve(const ServeOptions& options) {
@@ -331,8 +359,12 @@ int Serve(const ServeOptions& options) {
       MakeLinuxHostFs(options.mount_api.value_or(DetectMountApi()));
   LogMountApi(*host_fs, options);
   Publisher publisher(*host_fs, keys, options.publisher);
+  if (auto adopted = AdoptMountedVolumes(publisher, options); !adopted) {
+    spdlog::error("{}", adopted.error());
+    return 1;
+  }
   IdentityService identity;
-  Metrics metrics(&keys);
+  Metrics metrics(&keys, &publisher);
   NodeService node(options.node_id, publisher, &metrics, options.validation);
   RegistrationState registration;
   RegistrationService registration_service(

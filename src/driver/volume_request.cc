@@ -311,6 +311,13 @@ std::expected<Owner, std::string> ParseOwner(std::string_view text) {
   return Owner{*uid, *gid};
 }
 
+std::optional<std::string> PodUidOfKubeletTarget(std::string_view path,
+                                                 std::string_view kubelet_dir) {
+  auto uid = PodUidOfTarget(path, kubelet_dir);
+  if (!uid) return std::nullopt;
+  return std::move(*uid);
+}
+
 std::expected<PublishSpec, RequestError> ValidatePublishRequest(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -83,6 +84,12 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
     const csi::v1::NodeUnpublishVolumeRequest& request,
     const ValidationPolicy& policy = {});
+
+// The pod UID in `path` if it is an inline CSI volume's target in kubelet's
+// layout (<kubelet_dir>/pods/<uid>/volumes/kubernetes.io~csi/<name>/mount),
+// the only paths the driver publishes at.
+std::optional<std::string> PodUidOfKubeletTarget(std::string_view path,
+                                                 std::string_view kubelet_dir);
 
 // "uid" or "uid:gid", decimal, each below 2^32-1 (which means "no id").
 // A lone uid also sets the gid to the same number.

@@ -266,6 +266,57 @@ TEST(FluxBrokerConfig, BootstrapsFromTheCsiCertAndServiceDns) {
       << toml;
 }
 
+TEST(DesiredNetworkPolicy, BrokerPortOnlyFromItsOwnPodsEveryOtherPortOpen) {
+  const MiniCluster mc = Parse(MiniClusterObject());
+  const json np = DesiredNetworkPolicy(mc);
+  EXPECT_EQ(np["apiVersion"], "networking.k8s.io/v1");
+  EXPECT_EQ(np["metadata"]["name"], "demo");
+  EXPECT_EQ(np["metadata"]["ownerReferences"][0]["uid"], mc.uid);
+  const json brokers = {{"matchLabels", {{"minicluster.dev/name", "demo"}}}};
+  EXPECT_EQ(np["spec"]["podSelector"], brokers);
+  EXPECT_EQ(np["spec"]["policyTypes"], json::array({"Ingress"}));
+  const json& ingress = np["spec"]["ingress"];
+  ASSERT_EQ(ingress.size(), 2u);
+  EXPECT_EQ(ingress[0]["from"], json::array({{{"podSelector", brokers}}}));
+  EXPECT_EQ(ingress[0]["ports"],
+            json::parse(R"([{"protocol": "TCP", "port": 8050}])"));
+  EXPECT_FALSE(ingress[1].contains("from"));  // from anywhere
+  EXPECT_EQ(ingress[1]["ports"], json::parse(R"([
+      {"protocol": "TCP", "port": 1, "endPort": 8049},
+      {"protocol": "TCP", "port": 8051, "endPort": 65535},
+      {"protocol": "UDP", "port": 1, "endPort": 65535}])"));
+}
+
+TEST(DesiredNetworkPolicy, BrokerPortAtEitherEndLeavesNoEmptyRange) {
+  MiniCluster mc = Parse(MiniClusterObject());
+  mc.spec.broker_port = 1;
+  EXPECT_EQ(DesiredNetworkPolicy(mc)["spec"]["ingress"][1]["ports"][0],
+            json::parse(R"({"protocol": "TCP", "port": 2, "endPort": 65535})"));
+  mc.spec.broker_port = 65535;
+  const json ports = DesiredNetworkPolicy(mc)["spec"]["ingress"][1]["ports"];
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(ports[0],
+            json::parse(R"({"protocol": "TCP", "port": 1, "endPort": 65534})"));
+}
+
+TEST(DesiredOptions, ClusterDomainMustBeADnsSubdomain) {
+  for (const std::string good : {"cluster.local", "example.org", "c1"}) {
+    DesiredOptions opts;
+    opts.cluster_domain = good;
+    EXPECT_TRUE(CheckDesiredOptions(opts)) << good;
+  }
+  // Each would end up verbatim in every broker's start script and TOML.
+  for (const std::string bad :
+       {"cluster.local\ntouch /tmp/owned", "x\"; id; \"", "Cluster.Local",
+        "a b", "", ".local", "local."}) {
+    DesiredOptions opts;
+    opts.cluster_domain = bad;
+    const auto checked = CheckDesiredOptions(opts);
+    ASSERT_FALSE(checked) << bad;
+    EXPECT_NE(checked.error().find("--cluster-domain"), std::string::npos);
+  }
+}
+
 TEST(FluxBrokerConfig, SingleBrokerHostlist) {
   json object = MiniClusterObject();
   object["spec"]["size"] = 1;

@@ -222,14 +222,15 @@ class StatusOnlyApi : public kube::KubeApi {
 };
 
 struct Fixture {
-  kube::ObjectStore miniclusters, services, jobs;
+  kube::ObjectStore miniclusters, services, network_policies, jobs;
   kube::ObjectStore workloads{JobUidsOfWorkload};
   StatusOnlyApi api;
   FakeRecorder recorder;
-  Reconciler reconciler{{miniclusters, services, jobs, workloads},
-                        api,
-                        DesiredOptions{},
-                        &recorder};
+  Reconciler reconciler{
+      {miniclusters, services, jobs, workloads, network_policies},
+      api,
+      DesiredOptions{},
+      &recorder};
 };
 
 TEST(ReconcilerEvents, OneEventPerRefusalThoughTheCacheLagsAndItRetries) {

@@ -215,6 +215,11 @@ INSTANTIATE_TEST_SUITE_P(
                               {"csi", {{"driver", "curve.minicluster.dev"}}}}}),
                 "spec.volumes[0].csi.driver: the controller makes the one "
                 "curve.minicluster.dev volume itself"},
+        BadSpec{"volumes",
+                json::array({{{"name", "node"},
+                              {"hostPath", {{"path", "/var/lib/kubelet"}}}}}),
+                "spec.volumes[0].hostPath: a MiniCluster may not mount the "
+                "node's filesystem"},
         BadSpec{"volumeMounts",
                 {{"name", "x"}},
                 "spec.volumeMounts: must be a list"},

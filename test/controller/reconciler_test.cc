@@ -31,6 +31,10 @@ json StoredService(const json& mc_object) {
   return svc;
 }
 
+json StoredNetworkPolicy(const json& mc_object) {
+  return DesiredNetworkPolicy(*ParseMiniCluster(mc_object).minicluster);
+}
+
 std::vector<Action::Kind> Kinds(const std::vector<Action>& actions) {
   std::vector<Action::Kind> kinds;
   for (const auto& a : actions) kinds.push_back(a.kind);
@@ -42,19 +46,24 @@ using K = Action::Kind;
 TEST(PlanReconcile, NewMiniClusterGetsServiceSuspendedJobAndStatus) {
   const json mc = MiniClusterObject();
   const auto actions = PlanReconcile({&mc}, kOptions, kNow);
-  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kCreateService, K::kCreateJob,
-                                            K::kApplyStatus}));
+  ASSERT_EQ(Kinds(actions),
+            (std::vector<K>{K::kCreateService, K::kCreateNetworkPolicy,
+                            K::kCreateJob, K::kApplyStatus}));
   // Created, never applied: an apply would take over another's Service.
   EXPECT_EQ(actions[0].path, "/api/v1/namespaces/science/services");
   EXPECT_EQ(actions[0].field_manager, kCreateFieldManager);
   EXPECT_FALSE(actions[0].force);
-  EXPECT_EQ(actions[1].path, "/apis/batch/v1/namespaces/science/jobs");
+  EXPECT_EQ(actions[1].path,
+            "/apis/networking.k8s.io/v1/namespaces/science/networkpolicies");
   EXPECT_EQ(actions[1].field_manager, kCreateFieldManager);
-  EXPECT_EQ(actions[1].body["spec"]["suspend"], true);
-  EXPECT_EQ(actions[2].path,
+  EXPECT_FALSE(actions[1].force);
+  EXPECT_EQ(actions[2].path, "/apis/batch/v1/namespaces/science/jobs");
+  EXPECT_EQ(actions[2].field_manager, kCreateFieldManager);
+  EXPECT_EQ(actions[2].body["spec"]["suspend"], true);
+  EXPECT_EQ(actions[3].path,
             "/apis/minicluster.dev/v1alpha1/namespaces/science/miniclusters/"
             "demo/status");
-  EXPECT_EQ(actions[2].body["status"]["state"], "Pending");
+  EXPECT_EQ(actions[3].body["status"]["state"], "Pending");
 }
 
 // The Job cache holds trimmed Jobs (no pod template, no managedFields):
@@ -62,6 +71,7 @@ TEST(PlanReconcile, NewMiniClusterGetsServiceSuspendedJobAndStatus) {
 TEST(PlanReconcile, TrimmedJobPlansLikeTheFullJob) {
   json mc = MiniClusterObject();
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   for (bool queued : {false, true}) {
     if (queued) mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
     json full = StoredJob(mc, true);
@@ -71,8 +81,10 @@ TEST(PlanReconcile, TrimmedJobPlansLikeTheFullJob) {
     EXPECT_FALSE(trimmed["spec"].contains("template"));
     EXPECT_FALSE(trimmed["metadata"].contains("managedFields"));
     EXPECT_TRUE(trimmed["spec"].contains("suspend"));
-    const auto want = PlanReconcile({&mc, &svc, &full}, kOptions, kNow);
-    const auto got = PlanReconcile({&mc, &svc, &trimmed}, kOptions, kNow);
+    const auto want =
+        PlanReconcile({&mc, &svc, &full, nullptr, &np}, kOptions, kNow);
+    const auto got =
+        PlanReconcile({&mc, &svc, &trimmed, nullptr, &np}, kOptions, kNow);
     ASSERT_EQ(Kinds(got), Kinds(want)) << "queued " << queued;
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_EQ(got[i].body, want[i].body);
@@ -82,8 +94,10 @@ TEST(PlanReconcile, TrimmedJobPlansLikeTheFullJob) {
 TEST(PlanReconcile, UnqueuedJobIsUnsuspendedByTheLauncherManagerOnly) {
   const json mc = MiniClusterObject();
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   const json job = StoredJob(mc, true);
-  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  const auto actions =
+      PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions, kNow);
   ASSERT_EQ(Kinds(actions),
             (std::vector<K>{K::kSetJobSuspend, K::kApplyStatus}));
   EXPECT_EQ(actions[0].field_manager, kLauncherFieldManager);
@@ -97,47 +111,62 @@ TEST(PlanReconcile, UnqueuedWithSpecSuspendStaysSuspended) {
   json mc = MiniClusterObject();
   mc["spec"]["suspend"] = true;
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   const json job = StoredJob(mc, true);
-  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  const auto actions =
+      PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions, kNow);
   EXPECT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
 }
 
+// Kueue owns a queued Job's suspend: the plan is the status write alone
+// (exactly, so that an empty plan, from a MiniCluster that no longer
+// parses, say, cannot pass), in whichever state the Job is.
 TEST(PlanReconcile, QueuedJobIsNeverUnsuspendedOrResuspended) {
   json mc = MiniClusterObject();
   mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   for (bool suspended : {true, false}) {
     const json job = StoredJob(mc, suspended);
-    for (const auto& a : PlanReconcile({&mc, &svc, &job}, kOptions, kNow)) {
-      EXPECT_NE(a.kind, K::kSetJobSuspend);
-      EXPECT_NE(a.kind, K::kCreateJob);
-    }
+    const auto actions =
+        PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions, kNow);
+    ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}))
+        << "suspended " << suspended;
+    EXPECT_EQ(actions[0].body["status"]["state"],
+              suspended ? "Queued" : "Running");
   }
   // Even with spec.suspend set (it is for unqueued MiniClusters only).
   mc["spec"]["suspend"] = true;
   const json running = StoredJob(mc, false);
-  for (const auto& a : PlanReconcile({&mc, &svc, &running}, kOptions, kNow)) {
-    EXPECT_NE(a.kind, K::kSetJobSuspend);
-  }
+  const auto actions =
+      PlanReconcile({&mc, &svc, &running, nullptr, &np}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+  EXPECT_EQ(actions[0].body["status"]["state"], "Running");
 }
 
+// The queue label on the Job is enough: its suspend stays Kueue's, and the
+// Job's extra label is no drift to apply away.
 TEST(PlanReconcile, JobWithQueueLabelCountsAsQueuedEvenIfMiniClusterLostIt) {
   json mc = MiniClusterObject();
   mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   const json job = StoredJob(mc, true);
   mc["metadata"].erase("labels");
-  for (const auto& a : PlanReconcile({&mc, &svc, &job}, kOptions, kNow)) {
-    EXPECT_NE(a.kind, K::kSetJobSuspend);
-  }
+  const auto actions =
+      PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+  EXPECT_EQ(actions[0].body["status"]["state"], "Queued");
 }
 
 TEST(PlanReconcile, AppliesJobMetadataWithoutSpecWhenOwnerLabelsDrift) {
   const json mc = MiniClusterObject();
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   json job = StoredJob(mc, false);
   job["metadata"]["labels"].erase("minicluster.dev/name");
-  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  const auto actions =
+      PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions, kNow);
   ASSERT_FALSE(actions.empty());
   EXPECT_EQ(actions[0].kind, K::kApplyJob);
   EXPECT_EQ(actions[0].field_manager, kFieldManager);
@@ -169,6 +198,7 @@ TEST(PlanReconcile, NeverRewritesThePodTemplateKueueMergesInto) {
   json mc = MiniClusterWithPodFields();
   mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   const json created = StoredJob(mc, true);  // also Kueue's restored one
   const json admitted = AdmittedByKueue(created);
   json edited = mc;
@@ -182,8 +212,8 @@ TEST(PlanReconcile, NeverRewritesThePodTemplateKueueMergesInto) {
     const json& cached = trimmed;  // as the Job cache holds it
     for (const json* seen : {&job, &cached}) {
       for (const json* minicluster : {&mc, &edited}) {
-        const auto actions =
-            PlanReconcile({minicluster, &svc, seen}, kOptions, kNow);
+        const auto actions = PlanReconcile(
+            {minicluster, &svc, seen, nullptr, &np}, kOptions, kNow);
         EXPECT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}))
             << "suspend " << job["spec"]["suspend"] << ", trimmed "
             << (seen == &cached) << ", edited " << (minicluster == &edited);
@@ -195,23 +225,51 @@ TEST(PlanReconcile, NeverRewritesThePodTemplateKueueMergesInto) {
 TEST(PlanReconcile, SteadyStateWritesNothing) {
   json mc = MiniClusterObject();
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   const json job = StoredJob(mc, false);
-  auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  auto actions = PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions, kNow);
   ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
   mc["status"] = actions[0].body["status"];
-  EXPECT_TRUE(PlanReconcile({&mc, &svc, &job}, kOptions, "2030-01-01T00:00:00Z")
+  EXPECT_TRUE(PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions,
+                            "2030-01-01T00:00:00Z")
                   .empty());
 }
 
 TEST(PlanReconcile, ForeignJobOfTheSameNameIsNotTouched) {
   const json mc = MiniClusterObject();
   const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
   json job = StoredJob(mc, true);
   job["metadata"]["ownerReferences"][0]["uid"] = "previous-minicluster";
-  const auto actions = PlanReconcile({&mc, &svc, &job}, kOptions, kNow);
+  const auto actions =
+      PlanReconcile({&mc, &svc, &job, nullptr, &np}, kOptions, kNow);
   ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
   EXPECT_EQ(actions[0].body["status"]["conditions"][0]["reason"],
             "JobNameTaken");
+}
+
+TEST(PlanReconcile, ADriftedNetworkPolicyIsAppliedAForeignOneIsNotTouched) {
+  const json mc = MiniClusterObject();
+  const json svc = StoredService(mc);
+  const json job = StoredJob(mc, true);
+  json drifted = StoredNetworkPolicy(mc);
+  drifted["spec"]["ingress"] = json::array({json::object()});  // allow all
+  auto actions =
+      PlanReconcile({&mc, &svc, &job, nullptr, &drifted}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions),
+            (std::vector<K>{K::kApplyNetworkPolicy, K::kSetJobSuspend,
+                            K::kApplyStatus}));
+  EXPECT_EQ(actions[0].path,
+            "/apis/networking.k8s.io/v1/namespaces/science/networkpolicies/"
+            "demo");
+  EXPECT_EQ(actions[0].field_manager, kFieldManager);
+  EXPECT_TRUE(actions[0].force);
+  EXPECT_EQ(actions[0].body, StoredNetworkPolicy(mc));
+  json foreign = drifted;
+  foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else";
+  actions = PlanReconcile({&mc, &svc, &job, nullptr, &foreign}, kOptions, kNow);
+  EXPECT_EQ(Kinds(actions),
+            (std::vector<K>{K::kSetJobSuspend, K::kApplyStatus}));
 }
 
 TEST(PlanReconcile, InvalidSpecOnlyWritesStatus) {
@@ -240,6 +298,8 @@ class RecordingApi : public kube::KubeApi {
                             const std::string& manager) override {
     calls.push_back({"create", path, manager, body, false});
     if (path.ends_with("/services")) return {service_create_status, "{}", ""};
+    if (path.ends_with("/networkpolicies"))
+      return {policy_create_status, "{}", ""};
     return {create_status, create_body, ""};
   }
   kube::HttpResponse Apply(const std::string& path, const json& body,
@@ -252,6 +312,9 @@ class RecordingApi : public kube::KubeApi {
     if (path.find("/services/") != std::string::npos) {
       return {200, service_get_body, ""};
     }
+    if (path.find("/networkpolicies/") != std::string::npos) {
+      return {200, policy_get_body, ""};
+    }
     return {get_status, get_body, ""};
   }
   std::vector<Call> calls;
@@ -262,24 +325,30 @@ class RecordingApi : public kube::KubeApi {
   long apply_status = 200;
   long service_create_status = 201;
   std::string service_get_body = "{}";
+  long policy_create_status = 201;
+  std::string policy_get_body = "{}";
 };
 
 struct Fixture {
-  kube::ObjectStore miniclusters, services, jobs;
+  kube::ObjectStore miniclusters, services, network_policies, jobs;
   kube::ObjectStore workloads{
       JobUidsOfWorkload};  // as the controller's Watches
   RecordingApi api;
   Reconciler reconciler{
-      {miniclusters, services, jobs, workloads}, api, kOptions};
+      {miniclusters, services, jobs, workloads, network_policies},
+      api,
+      kOptions};
 };
 
 TEST(Reconciler, CreatesFromCachesThroughTheApi) {
   Fixture f;
   f.miniclusters.Upsert(MiniClusterObject());
   EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
-  ASSERT_EQ(f.api.calls.size(), 3u);
+  ASSERT_EQ(f.api.calls.size(), 4u);
   EXPECT_EQ(f.api.calls[1].verb, "create");
-  EXPECT_EQ(f.api.calls[1].body["kind"], "Job");
+  EXPECT_EQ(f.api.calls[1].body["kind"], "NetworkPolicy");
+  EXPECT_EQ(f.api.calls[2].verb, "create");
+  EXPECT_EQ(f.api.calls[2].body["kind"], "Job");
 }
 
 // The status written after creating the Job comes from the created Job
@@ -292,8 +361,8 @@ TEST(Reconciler, StatusAfterCreateIsComputedFromTheCreatedJob) {
   f.miniclusters.Upsert(mc);
   f.api.create_body = StoredJob(mc, true).dump();
   EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
-  ASSERT_EQ(f.api.calls.size(), 3u);  // service, create, status
-  const json status = f.api.calls[2].body["status"];
+  ASSERT_EQ(f.api.calls.size(), 4u);  // service, policy, create, status
+  const json status = f.api.calls[3].body["status"];
   EXPECT_EQ(status["state"], "Queued");
   EXPECT_EQ(status["conditions"][0]["reason"], "WaitingForKueue");
 
@@ -302,6 +371,7 @@ TEST(Reconciler, StatusAfterCreateIsComputedFromTheCreatedJob) {
   mc["status"] = status;
   f.miniclusters.Upsert(mc);
   f.services.Upsert(StoredService(mc));
+  f.network_policies.Upsert(StoredNetworkPolicy(mc));
   f.jobs.Upsert(StoredJob(mc, true));
   f.api.calls.clear();
   EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
@@ -332,11 +402,11 @@ TEST(Reconciler, ForeignJobOnCreateIsReportedAndRetried) {
         R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
     EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
               RetryReason::kJobNameTaken);
-    ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
-    EXPECT_EQ(f.api.calls[2].verb, "get");
-    EXPECT_EQ(f.api.calls[2].path,
+    ASSERT_EQ(f.api.calls.size(), 5u);  // service, policy, create, get, status
+    EXPECT_EQ(f.api.calls[3].verb, "get");
+    EXPECT_EQ(f.api.calls[3].path,
               "/apis/batch/v1/namespaces/science/jobs/demo");
-    EXPECT_EQ(f.api.calls[3].body["status"]["conditions"][0]["reason"],
+    EXPECT_EQ(f.api.calls[4].body["status"]["conditions"][0]["reason"],
               "JobNameTaken");
   }
 }
@@ -349,8 +419,8 @@ TEST(Reconciler, OwnJobOnCreateGivesTheStatusOfThatJob) {
   f.api.create_status = 409;
   f.api.get_body = StoredJob(MiniClusterObject(), true).dump();
   EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
-  ASSERT_EQ(f.api.calls.size(), 4u);  // service, create, get, status
-  EXPECT_EQ(f.api.calls[3].body["status"]["state"], "Queued");
+  ASSERT_EQ(f.api.calls.size(), 5u);  // service, policy, create, get, status
+  EXPECT_EQ(f.api.calls[4].body["status"]["state"], "Queued");
 }
 
 // A Service of that name without our label is invisible to the Service
@@ -379,8 +449,31 @@ TEST(Reconciler, OwnServiceOnCreateIsNotAnError) {
   f.api.service_create_status = 409;
   f.api.service_get_body = StoredService(MiniClusterObject()).dump();
   EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
-  ASSERT_EQ(f.api.calls.size(), 4u);  // create service, get, create, status
-  EXPECT_EQ(f.api.calls[2].body["kind"], "Job");
+  // create service, get, create policy, create Job, status
+  ASSERT_EQ(f.api.calls.size(), 5u);
+  EXPECT_EQ(f.api.calls[3].body["kind"], "Job");
+}
+
+// A NetworkPolicy of that name that is not the MiniCluster's is left as it
+// is, and nothing waits for it: the Job is made, no retry.
+TEST(Reconciler, ForeignNetworkPolicyOnCreateIsLeftAloneAndTheJobIsMade) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.policy_create_status = 409;
+  f.api.policy_get_body =
+      R"({"metadata": {"name": "demo", "namespace": "science", "uid": "x"}})";
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  // create service, create policy, get policy, create Job, status
+  ASSERT_EQ(f.api.calls.size(), 5u);
+  EXPECT_EQ(
+      f.api.calls[2].path,
+      "/apis/networking.k8s.io/v1/namespaces/science/networkpolicies/demo");
+  EXPECT_EQ(f.api.calls[3].body["kind"], "Job");
+  for (const auto& call : f.api.calls) {
+    EXPECT_FALSE(call.verb == "apply" &&
+                 call.path.find("networkpolicies") != std::string::npos)
+        << "applied over another's NetworkPolicy";
+  }
 }
 
 // A Service of that name in the cache that the MiniCluster does not control
@@ -404,7 +497,7 @@ TEST(Reconciler, UnreadableJobAfterConflictIsRetriedWithoutStatus) {
   f.api.get_status = 500;
   EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
             RetryReason::kJobLookupFailed);
-  ASSERT_EQ(f.api.calls.size(), 3u);  // service, create, get
+  ASSERT_EQ(f.api.calls.size(), 4u);  // service, policy, create, get
 }
 
 TEST(Reconciler, FailedApplyAsksForRetry) {
@@ -423,6 +516,7 @@ json StatusWithWorkload(const json& workload) {
   mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
   f.miniclusters.Upsert(mc);
   f.services.Upsert(StoredService(mc));
+  f.network_policies.Upsert(StoredNetworkPolicy(mc));
   f.jobs.Upsert(StoredJob(mc, true));
   f.workloads.Upsert(workload);
   EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "common/file.h"
 #include "kube/yaml_json.h"
 
 namespace fcc::controller {
@@ -86,6 +89,53 @@ TEST(Render, RefusesAnInvalidManifestNamingTheField) {
   const auto out = RenderMiniCluster(bad, DesiredOptions{});
   ASSERT_FALSE(out);
   EXPECT_NE(out.error().find("spec.size"), std::string::npos) << out.error();
+}
+
+// kubectl apply refuses unknown fields (strict field validation); render,
+// which has no API server, must not be quieter.
+TEST(Render, RefusesAnUnknownFieldNamingItAndTheKnownOnes) {
+  const std::string typo = std::string(kManifest) + "  nodeSelectr: {a: b}\n";
+  const auto out = RenderMiniCluster(typo, DesiredOptions{});
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().find("spec.nodeSelectr: unknown field; spec has size, "
+                             "image, command"),
+            std::string::npos)
+      << out.error();
+  const std::string nested = std::string(kManifest) +
+                             "  tolerations: [{key: a, operator: Exists, "
+                             "effekt: NoSchedule}]\n";
+  const auto nested_out = RenderMiniCluster(nested, DesiredOptions{});
+  ASSERT_FALSE(nested_out);
+  EXPECT_NE(nested_out.error().find("spec.tolerations[0].effekt: unknown"),
+            std::string::npos)
+      << nested_out.error();
+}
+
+// The controller's list of declared fields is the CRD's.
+TEST(Render, KnownFieldsAreTheCrdsDeclaredOnes) {
+  const auto text =
+      common::ReadTextFile(FCC_SOURCE_DIR "/deploy/controller/crd.yaml");
+  ASSERT_TRUE(text) << text.error();
+  const auto docs = kube::YamlToJson(*text);
+  ASSERT_TRUE(docs && docs->size() == 1);
+  const json& schema =
+      (*docs)[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+  auto keys = [](const json& properties) {
+    std::set<std::string> out;
+    for (const auto& [key, value] : properties.items()) out.insert(key);
+    return out;
+  };
+  auto as_set = [](const std::vector<std::string_view>& fields) {
+    return std::set<std::string>(fields.begin(), fields.end());
+  };
+  const json& spec = schema["properties"]["spec"]["properties"];
+  const KnownFields& known = MiniClusterFields();
+  EXPECT_EQ(as_set(known.top), keys(schema["properties"]));
+  EXPECT_EQ(as_set(known.spec), keys(spec));
+  EXPECT_EQ(as_set(known.flux_user), keys(spec["fluxUser"]["properties"]));
+  EXPECT_EQ(as_set(known.resources), keys(spec["resources"]["properties"]));
+  EXPECT_EQ(as_set(known.toleration),
+            keys(spec["tolerations"]["items"]["properties"]));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "controller/desired.h"
 #include "test_objects.h"
 
 namespace fcc::controller {
@@ -132,6 +133,51 @@ TEST(Status, EvictedWorkloadShowsWhyTheJobIsQueuedAgain) {
                                     &workload, kNow);
   ExpectOnlyTrue(status, "Queued");
   EXPECT_EQ(Find(status, "Queued")["reason"], "Preempted");
+}
+
+// The Workload cache holds trimmed Workloads: the status must be the one the
+// full Workload gives, and the pod sets (a copy of the Job's pod template)
+// must be gone.
+TEST(Status, TrimmedWorkloadGivesTheStatusOfTheFullOne) {
+  const json job = Job(false);
+  json full = {
+      {"metadata",
+       {{"name", "job-demo-abcde"},
+        {"namespace", "science"},
+        {"uid", "wl-uid"},
+        {"labels", {{"kueue.x-k8s.io/job-uid", "job-uid"}}},
+        {"ownerReferences",
+         json::array(
+             {{{"kind", "Job"}, {"name", "demo"}, {"uid", "job-uid"}}})},
+        {"managedFields", json::array({{{"manager", "kueue"}}})}}},
+      {"spec",
+       {{"queueName", "user-queue"},
+        {"podSets",
+         json::array(
+             {{{"name", "main"},
+               {"count", 4},
+               {"template", DesiredJob(Mc(), {})["spec"]["template"]}}})}}},
+      {"status",
+       {{"admission",
+         {{"clusterQueue", "cluster-queue"},
+          {"podSetAssignments", json::array({{{"name", "main"}}})}}},
+        {"requeueState", {{"count", 1}}},
+        {"conditions",
+         json::array(
+             {Condition("QuotaReserved", "True", "QuotaReserved"),
+              Condition("Admitted", "True", "Admitted", "admitted")})}}}};
+  json trimmed = full;
+  TrimWorkloadForCache(trimmed);
+  EXPECT_FALSE(trimmed.contains("spec"));
+  EXPECT_FALSE(trimmed["metadata"].contains("managedFields"));
+  EXPECT_EQ(trimmed["status"],
+            (json{{"admission", {{"clusterQueue", "cluster-queue"}}},
+                  {"conditions", full["status"]["conditions"]}}));
+  EXPECT_EQ(JobUidsOfWorkload(trimmed), JobUidsOfWorkload(full));
+  const MiniCluster mc = Mc({{kQueueNameLabel, "user-queue"}});
+  EXPECT_EQ(ComputeStatus(mc, &job, &trimmed, kNow),
+            ComputeStatus(mc, &job, &full, kNow));
+  EXPECT_LT(trimmed.dump().size() * 4, full.dump().size());
 }
 
 TEST(Status, SuccessCriteriaMetOrCompleteIsSucceeded) {

@@ -46,6 +46,25 @@ void operator delete(void* block, size_t) noexcept {
 namespace fcc::curve {
 namespace {
 
+// The positive control: a heap copy of the secret key freed unwiped is
+// counted. Without it, a hook that never sees a delete (a new that is not
+// ours, a needle never set) would let the test below pass on any RenderCert.
+// (It leaves the count at 0 for the test below.)
+TEST(RenderCertWipe, AControlCopyOfTheSecretFreedUnwipedIsCounted) {
+  const CurveKeypair keys = DeriveKeypair(Secret(std::string(32, 'm')),
+                                          MiniClusterId{"default", "a", ""});
+  std::memcpy(needle, keys.secret_z85.reveal().data(), 40);
+  armed = true;
+  {
+    // 40 bytes: past the small-string buffer, so on the heap.
+    const std::string copy(keys.secret_z85.reveal());
+    // Keeps the compiler from eliding the allocation.
+    asm volatile("" : : "g"(copy.data()) : "memory");
+  }
+  armed = false;
+  EXPECT_EQ(unwiped_frees.exchange(0), 1);
+}
+
 TEST(RenderCertWipe, NoLengthOfNameLeavesTheSecretInFreedMemory) {
   const CurveKeypair keys = DeriveKeypair(Secret(std::string(32, 'm')),
                                           MiniClusterId{"default", "a", ""});

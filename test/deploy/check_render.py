@@ -319,11 +319,13 @@ def check_controller_namespace(objects, c):
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 # The policies the default install must have (docs/security.md).
 POLICIES = ("curve-volume-pods.minicluster.dev", "curve-volume-jobs.minicluster.dev",
+            "curve-volume-count.minicluster.dev",
             "minicluster-controller-scope.minicluster.dev",
             "minicluster-controller-owner.minicluster.dev",
             "minicluster-controller-jobs.minicluster.dev",
             "minicluster-controller-job-spec.minicluster.dev",
-            "minicluster-controller-services.minicluster.dev")
+            "minicluster-controller-services.minicluster.dev",
+            "minicluster-controller-networkpolicies.minicluster.dev")
 
 
 def check_policies(objects, controller_user, c):

@@ -25,6 +25,19 @@
 
 namespace fcc::testing {
 
+// The exit code of a driver that refuses to start (docs/operations.md, "What
+// each error means"). Pinned: an ASan abort (134) or a hang (RunToExit's -1)
+// is no refusal.
+inline constexpr int kRefusedToStart = 2;
+
+// The driver's log shows the mount API this pass claims to test, and never
+// the other (see ExpectedMountApiLog).
+inline void ExpectMountApiAsAsked(const std::string& log_text) {
+  const MountApiLog api = ExpectedMountApiLog();
+  ASSERT_NE(log_text.find(api.expected), std::string::npos) << log_text;
+  ASSERT_EQ(log_text.find(api.other), std::string::npos) << log_text;
+}
+
 inline DriverProcess::Options NodeOptions(const ScratchRoot& root,
                                           const std::string& node,
                                           const std::string& master_key_file) {
@@ -127,6 +140,7 @@ class DriverTest : public ::testing::Test {
     driver_ = std::make_unique<DriverProcess>(DriverOptions());
     ASSERT_TRUE(driver_->Start()) << log();
     client_ = std::make_unique<CsiClient>(driver_->options().socket_path);
+    ASSERT_NO_FATAL_FAILURE(ExpectMountApiAsAsked(log()));
   }
 
   std::string log() const {

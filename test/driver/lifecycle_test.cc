@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -156,13 +155,10 @@ TEST_F(LifecycleTest, DriverNeverDumpsCore) {
 }
 
 TEST_F(LifecycleTest, UsesTheMountApiItWasGiven) {
-  const char* forced = std::getenv("MOUNT_API");
-  const bool mount2 = forced != nullptr && std::string(forced) == "mount";
+  const MountApiLog api = ExpectedMountApiLog();
   const std::string log_text = log();
-  EXPECT_NE(log_text.find(mount2 ? "mounting volumes with mount(2)"
-                                 : "mounting volumes with fsopen/fsmount"),
-            std::string::npos)
-      << log_text;
+  EXPECT_NE(log_text.find(api.expected), std::string::npos) << log_text;
+  EXPECT_EQ(log_text.find(api.other), std::string::npos) << log_text;
   ASSERT_TRUE(
       Publish({{"minicluster", "lammps"}, {"owner", "1000:1000"}}).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectHealthyVolume(
@@ -476,7 +472,7 @@ TEST_F(LifecycleTest, SecondDriverOnALiveSocketRefuses) {
   options.log_path = root_->log_path("node-a-second");
   DriverProcess second(options);
   const int rc = second.RunToExit(std::chrono::seconds(10));
-  EXPECT_GT(rc, 0) << "rc " << rc << " (-1: it did not exit)";
+  EXPECT_EQ(rc, kRefusedToStart) << "rc " << rc << " (-1: it did not exit)";
   EXPECT_NE(
       ReadFileOrEmpty(options.log_path).find("another process is serving"),
       std::string::npos)

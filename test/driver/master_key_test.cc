@@ -54,9 +54,9 @@ TEST_P(RefusedKeyTest, RefusesToServeAndSaysHowToCreateTheSecret) {
   const auto start = std::chrono::steady_clock::now();
   const int rc = driver.RunToExit(kRefusalTimeout);
   const std::string log = ReadFileOrEmpty(options.log_path);
-  EXPECT_GT(rc, 0) << "rc " << rc << " (-1: still running after "
-                   << kRefusalTimeout.count() << " s)\n"
-                   << log;
+  EXPECT_EQ(rc, kRefusedToStart) << "rc " << rc << " (-1: still running after "
+                                 << kRefusalTimeout.count() << " s)\n"
+                                 << log;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   EXPECT_NE(log.find(kCreateSecretHint), std::string::npos) << log;
   EXPECT_NE(log.find("refusing to serve"), std::string::npos) << log;
@@ -161,7 +161,7 @@ TEST_F(MasterKeyTest, EmptyNodeIdRefuses) {
   DriverProcess driver(options);
   const int rc = driver.RunToExit(kRefusalTimeout);
   const std::string log = ReadFileOrEmpty(options.log_path);
-  EXPECT_GT(rc, 0) << "rc " << rc << "\n" << log;
+  EXPECT_EQ(rc, kRefusedToStart) << "rc " << rc << "\n" << log;
   EXPECT_NE(log.find("--node-id"), std::string::npos) << log;
   EXPECT_FALSE(PathExists(options.socket_path));
 }
@@ -182,7 +182,7 @@ TEST_F(MasterKeyTest, SelinuxContextTheKernelRefusesRefuses) {
     DriverProcess driver(options);
     const int rc = driver.RunToExit(kRefusalTimeout);
     const std::string log = ReadFileOrEmpty(options.log_path);
-    EXPECT_GT(rc, 0) << "rc " << rc << "\n" << log;
+    EXPECT_EQ(rc, kRefusedToStart) << "rc " << rc << "\n" << log;
     EXPECT_NE(log.find("refusing to serve: --selinux-mount-context"),
               std::string::npos)
         << log;

@@ -94,6 +94,9 @@ TEST_F(MetricsTest, CountersAndGaugesFollowRealPublishes) {
   EXPECT_EQ(Sample(body, "flux_curve_csi_key_cache_hits_total", {}), 1);
   EXPECT_EQ(Sample(body, "flux_curve_csi_miniclusters_cached", {}), 1);
   EXPECT_EQ(Sample(body, "flux_curve_csi_volumes_cached", {}), 2);
+  // The volumes held against the node's cap (its default here), and the cap.
+  EXPECT_EQ(Sample(body, "flux_curve_csi_volumes", {}), 2);
+  EXPECT_EQ(Sample(body, "flux_curve_csi_max_volumes_per_node", {}), 1024);
 
   // Counters never go back: a second scrape after more publishes only adds.
   ASSERT_TRUE(

@@ -37,6 +37,8 @@ from e2e_lib import (REPO, Controller, apply, check, check_eq, create_namespace,
 POLICY_DIR = os.path.join(REPO, "deploy", "admission-policy")
 PODS_POLICY = "curve-volume-pods.minicluster.dev"
 JOBS_POLICY = "curve-volume-jobs.minicluster.dev"
+COUNT_POLICY = "curve-volume-count.minicluster.dev"
+PER_POD_CAP = 1  # the driver's --max-volumes-per-pod (deploy/daemonset/daemonset.yaml)
 DRIVER = "curve.minicluster.dev"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 CONTROLLER_NS, CONTROLLER_SA = "minicluster-system", "minicluster-controller"
@@ -241,6 +243,7 @@ OWNER = "minicluster-controller-owner.minicluster.dev"
 JOBS = "minicluster-controller-jobs.minicluster.dev"
 JOB_SPEC = "minicluster-controller-job-spec.minicluster.dev"
 SERVICES = "minicluster-controller-services.minicluster.dev"
+NETPOLS = "minicluster-controller-networkpolicies.minicluster.dev"
 
 
 def controller_policies():
@@ -305,6 +308,15 @@ def test_controller_confined(work):
     check_eq(job["spec"]["template"]["spec"].get("serviceAccountName"), "lab-runner",
              "the rendered Job's serviceAccountName")
     create_namespace("e2e-no-minicluster")
+    # The controller's NetworkPolicy (render does not print it): as
+    # desired.cc makes it, named and labelled like the Service.
+    netpol = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": copy.deepcopy(service["metadata"]),
+              "spec": {"podSelector": {"matchLabels": {"minicluster.dev/name": "lab"}},
+                       "policyTypes": ["Ingress"],
+                       "ingress": [{"from": [{"podSelector": {"matchLabels": {
+                           "minicluster.dev/name": "lab"}}}],
+                                    "ports": [{"protocol": "TCP", "port": 8050}]}]}}
 
     def variant(edit, base=job):
         obj = copy.deepcopy(base)
@@ -371,6 +383,11 @@ def test_controller_confined(work):
         ("a Job not suspended", variant(lambda o: o["spec"].update(suspend=False)), JOBS, "create"),
         ("a Service with a cluster IP",
          variant(lambda o: o["spec"].pop("clusterIP"), base=service), SERVICES, "create"),
+        ("a NetworkPolicy in kube-system",
+         variant(lambda o: o["metadata"].update(namespace="kube-system"), base=netpol),
+         SCOPE, "create"),
+        ("a NetworkPolicy selecting every pod",
+         variant(lambda o: o["spec"].update(podSelector={}), base=netpol), NETPOLS, "create"),
         ("a Service with externalIPs",
          variant(lambda o: o["spec"].update(externalIPs=["192.0.2.1"]), base=service),
          SERVICES, "create"),
@@ -392,7 +409,7 @@ def test_controller_confined(work):
     kubectl("apply", "-f", CONTROLLER_POLICY)
     # In force once each policy refuses one of its cases; then every case
     # is checked on its own, so a rule that is missing shows by name.
-    for name in (SCOPE, OWNER, JOBS, JOB_SPEC, SERVICES):
+    for name in (SCOPE, OWNER, JOBS, JOB_SPEC, SERVICES, NETPOLS):
         cases = [(obj, verb) for _, obj, policy, verb in bad if policy == name]
         wait_for(f"{name} in force", lambda: any(
             as_controller(kubeconfig, obj, verb=verb).returncode != 0 for obj, verb in cases),
@@ -420,7 +437,7 @@ def test_controller_confined(work):
                        "without MiniClusters")
 
     # 3. What the controller really makes is admitted, stored for real.
-    for obj in (service, job):
+    for obj in (service, netpol, job):
         r = as_controller(kubeconfig, obj, dry_run=False)
         check_admitted(r, f"the controller's rendered {obj['kind']}")
     # ...and its later apply of labels and owner to its own Job.
@@ -431,8 +448,96 @@ def test_controller_confined(work):
                       dry_run=False, verb="apply")
     check_admitted(r, "the controller's apply to its own Job")
     log("the controller's rendered Service and Job (own ServiceAccount, Secret volume and "
-        "variable) and its apply to the Job are admitted")
+        "variable), its NetworkPolicy and its apply to the Job are admitted")
+
+
+def with_curve_volumes(obj, n):
+    """`obj` (a Pod, Job or CronJob) whose pods carry `n` curve volumes."""
+    spec = obj["spec"]
+    spec = spec.get("jobTemplate", {"spec": spec})["spec"] if obj["kind"] != "Pod" else spec
+    spec = spec["template"]["spec"] if obj["kind"] != "Pod" else spec
+    # The first keeps its name: the container mounts it.
+    spec["volumes"] = [{**spec["volumes"][0], "name": f"curve-{i}" if i else "curve"} for i in range(n)]
+    return obj
+
+
+def check_count_refused(r, kind, n, what):
+    """Refused by the count policy, with the cap and the driver's flag."""
+    err = r.stderr.strip()
+    check(r.returncode != 0, f"{what} was admitted: {r.stdout.strip()}")
+    check(f"ValidatingAdmissionPolicy '{COUNT_POLICY}'" in err, f"{what}: not refused by {COUNT_POLICY}: {err}")
+    check(f"at most {PER_POD_CAP} curve.minicluster.dev volume" in err, f"{what}: no cap in the message: {err}")
+    check(f"--max-volumes-per-pod={PER_POD_CAP}" in err, f"{what}: the message does not name the flag: {err}")
+    check(f"this {kind} has {n} in its pod spec" in err, f"{what}: the message does not count: {err}")
+    log(f"{what}: refused: {err.split('denied request: ', 1)[-1]}")
+
+
+def test_volume_count(work):
+    """At most PER_POD_CAP curve volumes per pod (issue 30): a pod, Job or
+    CronJob with more is refused at create time, whoever sends it (the
+    controller, the Job controller, an admin); one is admitted. The same
+    requests pass before the policy is applied. jobs.yaml and controller.yaml
+    are left out for the test (they refuse an admin's and the controller's
+    hand-made Jobs for other reasons) and restored."""
+    ns = "e2e-vap-count"
+    create_namespace(ns)
+    create_namespace(CONTROLLER_NS)
+    kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
+    ctl = service_account_kubeconfig(work, CONTROLLER_SA, CONTROLLER_NS)
+    kubectl("apply", "-f", os.path.join(POLICY_DIR, "pods.yaml"))
+    for name in ("jobs.yaml", "volume-count.yaml", "controller.yaml"):
+        kubectl("delete", "-f", os.path.join(POLICY_DIR, name), "--ignore-not-found")
+
+    def as_controller(obj):
+        return kubectl("--kubeconfig", ctl, "create", "--dry-run=server", "-f", "-",
+                       input=json.dumps(obj), check_rc=False)
+
+    def as_admin(obj):
+        return create(obj, dry_run=True)
+
+    owned = {"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "lab",
+                                  "uid": "00000000-0000-0000-0000-000000000002", "controller": True}]}
+
+    def job_controller_pod(n):
+        return create(with_curve_volumes(pod("lab-0", ns, metadata=owned), n), JOB_CONTROLLER, dry_run=True)
+
+    two = PER_POD_CAP + 1
+    try:
+        # 1. Without volume-count.yaml, many curve volumes in one pod pass
+        # (once the API server has dropped what test_policy applied).
+        wait_for("policies deleted (out of force)", lambda: as_admin(
+            with_curve_volumes(cronjob("many", ns), 50)).returncode == 0 and as_controller(
+            with_curve_volumes(job("many", ns), 50)).returncode == 0, timeout=30)
+        check_admitted(as_controller(with_curve_volumes(job("many", ns), 50)), "the controller's Job, 50 volumes")
+        check_admitted(as_admin(with_curve_volumes(cronjob("many", ns), 50)), "an admin's CronJob, 50 volumes")
+        check_admitted(job_controller_pod(50), "the Job controller's pod, 50 volumes")
+
+        # 2. With it: one more than the cap is refused, the cap admitted.
+        kubectl("apply", "-f", os.path.join(POLICY_DIR, "volume-count.yaml"))
+        wait_for("a pod over the cap refused (policy in force)",
+                 lambda: job_controller_pod(two).returncode != 0, timeout=30)
+        check_count_refused(job_controller_pod(two), "Pod", two, "the Job controller's pod over the cap")
+        check_count_refused(as_controller(with_curve_volumes(job("two", ns), two)), "Job", two,
+                            "the controller's Job over the cap")
+        check_count_refused(as_admin(with_curve_volumes(job("fifty", ns), 50)), "Job", 50,
+                            "an admin's Job with 50")
+        check_count_refused(as_admin(with_curve_volumes(cronjob("two", ns), two)), "CronJob", two,
+                            "an admin's CronJob over the cap")
+        check_admitted(job_controller_pod(PER_POD_CAP), "the Job controller's pod at the cap")
+        check_admitted(as_controller(with_curve_volumes(job("one", ns), PER_POD_CAP)),
+                       "the controller's Job at the cap")
+        # Volumes of other drivers do not count.
+        other = with_curve_volumes(job("other", ns), PER_POD_CAP)
+        other["spec"]["template"]["spec"]["volumes"].append(
+            {"name": "scratch", "csi": {"driver": "other.example.com"}})
+        check_admitted(as_controller(other), "the controller's Job with one curve and one other CSI volume")
+    finally:
+        kubectl("apply", "-f", os.path.join(POLICY_DIR, "jobs.yaml"))
+        kubectl("apply", "-f", os.path.join(POLICY_DIR, "controller.yaml"))
+    # The kustomization ships it.
+    rendered = kubectl("kustomize", POLICY_DIR).stdout
+    check(f"name: {COUNT_POLICY}" in rendered, "deploy/admission-policy/ does not include volume-count.yaml")
 
 
 if __name__ == "__main__":
-    main([test_job_controller_identity, test_policy, test_controller_confined])
+    main([test_job_controller_identity, test_policy, test_volume_count, test_controller_confined])

@@ -55,6 +55,23 @@ def check_service(svc, mc):
              "Service ports")
 
 
+def check_network_policy(np, mc):
+    """Ingress to the brokers: their port from their own pods only, every
+    other TCP and UDP port from anywhere."""
+    name, port = mc["metadata"]["name"], mc["spec"]["brokerPort"]
+    check_owned(np, mc, f"NetworkPolicy {name}")
+    brokers = {"matchLabels": {NAME_LABEL: name}}
+    spec = np["spec"]
+    check_eq(spec.get("podSelector"), brokers, "NetworkPolicy podSelector")
+    check_eq(spec.get("policyTypes"), ["Ingress"], "NetworkPolicy policyTypes")
+    check_eq(spec.get("ingress"), [
+        {"from": [{"podSelector": brokers}], "ports": [{"protocol": "TCP", "port": port}]},
+        {"ports": [{"protocol": "TCP", "port": 1, "endPort": port - 1},
+                   {"protocol": "TCP", "port": port + 1, "endPort": 65535},
+                   {"protocol": "UDP", "port": 1, "endPort": 65535}]}],
+        "NetworkPolicy ingress")
+
+
 def check_job(job, mc, owner_attr):
     name, size = mc["metadata"]["name"], mc["spec"]["size"]
     check_owned(job, mc, f"Job {name}")
@@ -168,10 +185,12 @@ def test_lifecycle(work):
             job = wait_for(f"Job {name}", lambda n=name: get("job", n, ns), timeout=30)
             check_job(job, mc, owner_attr)
             check_service(wait_for(f"Service {name}", lambda n=name: get("service", n, ns)), mc)
+            check_network_policy(wait_for(f"NetworkPolicy {name}",
+                                          lambda n=name: get("networkpolicy", n, ns)), mc)
             first = wait_for(f"ADDED event of Job {name}", lambda n=name: jobs_w.of(n))[0]
             check_eq(first["type"], "ADDED", f"first watch event of Job {name}")
             check_eq(first["object"]["spec"].get("suspend"), True, f"Job {name} suspend at creation")
-        log("Jobs and Services stored as designed; every Job created suspended")
+        log("Jobs, Services and NetworkPolicies stored as designed; every Job created suspended")
 
         # Unqueued Jobs are unsuspended by the controller; queued and held stay suspended.
         for name in ("eph", "pers"):
@@ -282,18 +301,18 @@ def test_lifecycle(work):
         check_eq(reasons(ns, "eph"), ["Queued", "Started", "Completed"],
                  "eph events after a controller restart")
 
-        # Deleting a MiniCluster garbage-collects its Job, Service and pods.
+        # Deleting a MiniCluster garbage-collects its Job, Service, NetworkPolicy and pods.
         for name in specs:
             uid = get("job", name, ns)["metadata"]["uid"]
             kubectl("delete", "minicluster", name, "-n", ns, "--wait=true", "--timeout=60s",
                     timeout=90)
-            wait_for(f"Job and Service {name} garbage-collected",
-                     lambda n=name: get("job", n, ns) is None and get("service", n, ns) is None,
-                     timeout=90)
+            wait_for(f"Job, Service and NetworkPolicy {name} garbage-collected",
+                     lambda n=name: get("job", n, ns) is None and get("service", n, ns) is None
+                     and get("networkpolicy", n, ns) is None, timeout=90)
             wait_for(f"pods of Job {name} garbage-collected",
                      lambda u=uid: items("pods", ns, f"batch.kubernetes.io/controller-uid={u}") == [],
                      timeout=90)
-        log("deleted MiniClusters: Jobs, Services and pods garbage-collected")
+        log("deleted MiniClusters: Jobs, Services, NetworkPolicies and pods garbage-collected")
         check(ctl.alive(), "controller exited")
         check_eq([line for line in ctl.text().splitlines() if " error " in line], [],
                  "controller errors")
@@ -630,6 +649,8 @@ def test_deployed_rbac(work):
     wait_state(ns, "waits", "Queued")
     for name in ("free", "waits"):
         check_owned(get("job", name, ns), get("minicluster", name, ns), f"Job {name}")
+        check_owned(wait_for(f"NetworkPolicy {name}", lambda n=name: get("networkpolicy", n, ns)),
+                    get("minicluster", name, ns), f"NetworkPolicy {name}")
     bad = [ln for ln in ctl.text().splitlines() if "HTTP 403" in ln or "orbidden" in ln]
     check_eq(bad, [], "RBAC refusals in the controller log")
 

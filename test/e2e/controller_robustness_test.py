@@ -94,6 +94,17 @@ def test_schema_refuses_invalid(work):
                 "-p", '{"spec":{"size":3}}', check_rc=False)
     check(r.returncode != 0 and "spec.size is immutable" in r.stderr,
           f"size change not refused clearly: {r.stderr.strip()}")
+    # Ephemeral <-> persistent: command's own rule does not run when the
+    # field comes or goes; the spec-level rule does.
+    apply(minicluster("ephemeral", ns, size=2, command=["true"]))
+    changes = (("fixed", '{"spec":{"command":["true"]}}', "added"),
+               ("ephemeral", '{"spec":{"command":null}}', "removed"))
+    for name, patch_json, how in changes:
+        r = kubectl("patch", "minicluster", name, "-n", ns, "--type=merge",
+                    "-p", patch_json, check_rc=False)
+        check(r.returncode != 0 and "spec.command cannot be added or removed" in r.stderr,
+              f"command {how} not refused clearly: {r.stderr.strip()}")
+        log(f"refused spec.command {how}")
 
 
 def test_apiserver_restart(work):

@@ -76,9 +76,11 @@ def test_deploy(work):
     policies = sorted(ln.split(" ")[0] for ln in policy_lines)
     check_eq(sorted(ln.split(" ")[0] for ln in lines if ln.startswith("validatingadmission")),
              policies, "admission policies in deploy/'s render")
-    for name in ("curve-volume-pods", "curve-volume-jobs", "minicluster-controller-scope",
+    for name in ("curve-volume-pods", "curve-volume-jobs", "curve-volume-count",
+                 "minicluster-controller-scope",
                  "minicluster-controller-owner", "minicluster-controller-jobs",
-                 "minicluster-controller-job-spec", "minicluster-controller-services"):
+                 "minicluster-controller-job-spec", "minicluster-controller-services",
+                 "minicluster-controller-networkpolicies"):
         for b in ("", "binding"):
             want = f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/{name}.minicluster.dev"
             check(want in policies, f"deploy/admission-policy/ has no {want}: {policies}")

@@ -130,14 +130,17 @@ TEST_P(PublishFaultTest, FailsWithTheRightCodeLeavesNothingAndConverges) {
   faulty_.Fail(fault.op, fault.err, fault.nth);
 
   const grpc::Status status = publisher_.Publish(spec_);
+  // A case whose path never makes the call would test a plain publish:
+  // PublishFaultCases() leaves those out, and this keeps it so.
+  ASSERT_EQ(faulty_.Injected(), 1)
+      << "the publish from " << Name(start) << " made no " << OpName(fault.op)
+      << " call #" << fault.nth << " to fail; status "
+      << status.error_message();
   if (fault.op == Op::kInspect && status.ok()) {
     // A glitching first look at an existing directory is treated as damage:
     // the repair path looks again and publishes. Fine, if healthy.
     ASSERT_NE(start, Start::kMissing);
     ASSERT_NO_FATAL_FAILURE(ExpectHealthy());
-  } else if (faulty_.Injected() == 0) {
-    // This path never makes that call (e.g. no mkdir for an existing dir).
-    EXPECT_TRUE(status.ok()) << status.error_message();
   } else {
     EXPECT_EQ(status.error_code(), fault.code) << status.error_message();
     EXPECT_NE(status.error_message().find(Target()), std::string::npos)
@@ -178,6 +181,31 @@ std::vector<Fault> PublishFaults() {
   return out;
 }
 
+// Whether a publish from `start` makes the call `op`: only a missing
+// target is made with mkdir, and only a mount there (the half-made one) is
+// unmounted; every path looks, mounts, writes, seals and attaches.
+bool PublishMakesCall(Start start, Op op) {
+  switch (op) {
+    case Op::kMakeDir:
+      return start == Start::kMissing;
+    case Op::kUnmount:
+      return start == Start::kHalfMade;
+    default:
+      return true;
+  }
+}
+
+// Every start with every fault its publish can meet.
+std::vector<std::tuple<Start, Fault>> PublishFaultCases() {
+  std::vector<std::tuple<Start, Fault>> out;
+  for (Start start : {Start::kMissing, Start::kPlainDir, Start::kHalfMade}) {
+    for (const Fault& fault : PublishFaults()) {
+      if (PublishMakesCall(start, fault.op)) out.emplace_back(start, fault);
+    }
+  }
+  return out;
+}
+
 std::string PublishFaultName(
     const ::testing::TestParamInfo<std::tuple<Start, Fault>>& info) {
   const Start start = std::get<0>(info.param);
@@ -185,12 +213,9 @@ std::string PublishFaultName(
   return Name(start) + "_" + OpName(f.op) + "_" + strerrorname_np(f.err);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Faults, PublishFaultTest,
-    ::testing::Combine(::testing::Values(Start::kMissing, Start::kPlainDir,
-                                         Start::kHalfMade),
-                       ::testing::ValuesIn(PublishFaults())),
-    PublishFaultName);
+INSTANTIATE_TEST_SUITE_P(Faults, PublishFaultTest,
+                         ::testing::ValuesIn(PublishFaultCases()),
+                         PublishFaultName);
 
 // The rollback itself fails: the failure is still reported with the first
 // error's code, nothing is mounted (the volume was never attached), and the
@@ -280,6 +305,54 @@ TEST_F(PublisherFaultTest, EverySingleFaultPositionConverges) {
     }
   }
   EXPECT_EQ(cases, 2 * 4 * static_cast<int>(Op::kCount));
+}
+
+// The node's cap (issue 30): a publish past it touches no path and derives
+// no key; a publish that fails gives its place back; an unpublish frees it.
+class PublisherCapTest : public PublisherFaultTest {
+ protected:
+  PublishSpec SpecOf(const KubeletPod& pod) {
+    const std::string target = KubeletTargetPath(pod);
+    fake_.AddDir(target.substr(0, target.rfind('/')));
+    auto spec = driver::ValidatePublishRequest(
+        KubeletPublishRequest(pod, {{"minicluster", "other"}}));
+    EXPECT_TRUE(spec) << spec.error().message;
+    return *spec;
+  }
+
+  static driver::PublisherOptions OneVolumeNode() {
+    driver::PublisherOptions options;
+    options.caps = {.per_pod = 1, .per_node = 1};
+    return options;
+  }
+
+  driver::Publisher capped_{faulty_, keys_, OneVolumeNode()};
+};
+
+TEST_F(PublisherCapTest, RefusedBeforeAnyHostCallAndFailuresGiveBack) {
+  KubeletPod other = pod_;
+  other.uid = "6f1c2d3e-0000-4000-8000-0000000000ff";
+  const PublishSpec second = SpecOf(other);
+  // A failing publish does not keep its place.
+  faulty_.Fail(Op::kAttach, EIO, 1);
+  EXPECT_EQ(capped_.Publish(spec_).error_code(), StatusCode::INTERNAL);
+  faulty_.Clear();
+  ASSERT_TRUE(capped_.Publish(spec_).ok()) << fake_.Dump();
+  const std::string before = fake_.Dump();
+  const int inspects = faulty_.Calls(Op::kInspect);
+  const uint64_t derivations = keys_.GetStats().misses;
+  const grpc::Status refused = capped_.Publish(second);
+  EXPECT_EQ(refused.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max-volumes-per-node=1"),
+            std::string::npos)
+      << refused.error_message();
+  EXPECT_EQ(faulty_.Calls(Op::kInspect), inspects)
+      << "the target was looked at";
+  EXPECT_EQ(fake_.Dump(), before);
+  EXPECT_EQ(keys_.GetStats().misses, derivations)
+      << "a refused publish derived";
+  ASSERT_TRUE(capped_.Unpublish(unspec_).ok());
+  EXPECT_TRUE(capped_.Publish(second).ok());
 }
 
 }  // namespace

@@ -134,6 +134,11 @@ class RealDriverTest : public ::testing::Test {
     driver_ = std::make_unique<DriverProcess>(Options());
     ASSERT_TRUE(driver_->Start()) << log();
     client_ = std::make_unique<CsiClient>(driver_->options().socket_path);
+    // The mount2 entries run these tests again with MOUNT_API=mount: each
+    // start proves the API it claims (and none of the other's lines).
+    const MountApiLog api = ExpectedMountApiLog();
+    ASSERT_NE(log().find(api.expected), std::string::npos) << log();
+    ASSERT_EQ(log().find(api.other), std::string::npos) << log();
   }
 
   // SIGTERM after closing our connection; the exit code.

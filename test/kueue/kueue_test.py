@@ -267,7 +267,10 @@ def start_kueue(kueue_dir, work):
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": ["batch/job"]},
+        # Workloads carry the Job's MiniCluster label, so the controller
+        # can watch only those (--workload-label-selector, docs/kueue.md).
+        "integrations": {"frameworks": ["batch/job"],
+                         "labelKeysToCopy": ["minicluster.dev/name"]},
         "featureGates": {"VisibilityOnDemand": False},
     }
     cfg_path = os.path.join(work, "kueue-config.yaml")
@@ -305,8 +308,10 @@ def start_controller(work):
     # Default flags, as deploy/controller runs it (Workloads read as v1beta1,
     # through Kueue's conversion webhook); FCC_KUEUE_WORKLOAD_API overrides.
     api = ["--kueue-workload-api", WORKLOAD_API] if WORKLOAD_API else []
+    # Only MiniClusters' Workloads (Kueue copies the label, start_kueue).
     c = Process("controller", [binary, "--kubeconfig", os.environ["KUBECONFIG"], "--log-level", "debug",
-                               "--health-addr", f"127.0.0.1:{port}", *api],
+                               "--health-addr", f"127.0.0.1:{port}", *api,
+                               "--workload-label-selector", "minicluster.dev/name"],
                 work, f"http://127.0.0.1:{port}/readyz")
     wait_for("minicluster-controller /readyz", c.healthy, timeout=60)
     log("minicluster-controller ready")

@@ -142,17 +142,21 @@ def exec_in(name, ns, *cmd):
 
 
 def expected_public(work, ns, minicluster, generation):
-    return subprocess.run(
+    key = subprocess.run(
         [driver_binary(), "cert", "--master-key-file", os.path.join(work, "master.key"),
          "--namespace", ns, "--minicluster", minicluster, "--generation", generation, "--public-only"],
         capture_output=True, text=True, check=True).stdout.strip()
+    # `verify --expect-public ""` compares nothing: an empty key would pass any cert.
+    check(len(key) == 40 and " " not in key, f"cert --public-only printed {key!r}, not a Z85 public key")
+    return key
 
 
 def check_cert_in_pod(work, name, ns, minicluster="m1", generation="g1"):
     want = expected_public(work, ns, minicluster, generation)
     out = exec_in(name, ns, "flux-curve-csi", "verify", "--expect-public", want,
                   "--expect-name", f"{ns}.{minicluster}", CERT)
-    check(out.startswith("OK "), f"verify in the pod: {out}")
+    check(out.startswith("OK ") and f" public-key={want}\n" in out + "\n",
+          f"verify in the pod, for public key {want}: {out}")
     check_eq(exec_in(name, ns, "stat", "-c", "%a %u %g", CERT).strip(), "400 1000 1000",
              "curve.cert mode, uid, gid")
     mount = [l for l in exec_in(name, ns, "cat", "/proc/mounts").splitlines()

@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "csi_client.h"
@@ -52,6 +54,11 @@ pid_t DriverProcess::Spawn() {
       const rlim_t limit = options_.max_open_files;
       const rlimit nofile{limit, limit};
       if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) _exit(126);
+    }
+    if (!options_.cgroup_procs.empty()) {
+      const int fd = open(options_.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) _exit(125);
+      close(fd);
     }
     execv(argv[0], argv.data());
     _exit(127);
@@ -117,6 +124,18 @@ std::string ReadFileOrEmpty(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+bool MountApiIsMount2() {
+  const char* forced = std::getenv("MOUNT_API");
+  return forced != nullptr && std::string_view(forced) == "mount";
+}
+
+MountApiLog ExpectedMountApiLog() {
+  static constexpr char kMount2[] = "mounting volumes with mount(2)";
+  static constexpr char kFsmount[] = "mounting volumes with fsopen/fsmount";
+  if (MountApiIsMount2()) return {kMount2, kFsmount};
+  return {kFsmount, kMount2};
 }
 
 }  // namespace fcc::testing

@@ -22,6 +22,9 @@ class DriverProcess {
     std::string kubelet_dir;
     std::vector<std::string> extra_args;
     int max_open_files = 0;  // RLIMIT_NOFILE in the child (0: inherited)
+    // A cgroup.procs file the child joins before exec ("": the test's own
+    // cgroup), so the driver's memory, tmpfs pages included, is charged there.
+    std::string cgroup_procs;
   };
 
   explicit DriverProcess(Options options);
@@ -51,5 +54,18 @@ class DriverProcess {
 
 // Reads a whole file ("" if missing).
 std::string ReadFileOrEmpty(const std::string& path);
+
+// The line a driver started from this process logs for its mount API, and
+// the line of the other one: MOUNT_API=mount in the environment (the
+// *_mount2 ctest entries, which the driver inherits) asks for mount(2),
+// else the driver picks fsmount on the test kernels. A pass that claims
+// one API and runs the other can then fail.
+struct MountApiLog {
+  const char* expected;
+  const char* other;
+};
+MountApiLog ExpectedMountApiLog();
+// Whether MOUNT_API=mount asks the drivers started from here for mount(2).
+bool MountApiIsMount2();
 
 }  // namespace fcc::testing

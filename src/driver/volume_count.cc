@@ -1,0 +1,179 @@
+#include "driver/volume_count.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <unordered_set>
+#include <utility>
+
+#include "common/volume_contract.h"
+#include "driver/volume_request.h"
+
+namespace fcc::driver {
+namespace {
+
+// Publisher gives every volume's tmpfs exactly this many inodes; tmpfs
+// shows a non-default nr_inodes among the superblock options.
+constexpr std::string_view kVolumeInodesOption = "nr_inodes=8";
+
+bool IsOctal(std::string_view digits) {
+  return std::ranges::all_of(digits,
+                             [](char c) { return c >= '0' && c <= '7'; });
+}
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string Unescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && IsOctal(s.substr(i + 1, 3))) {
+      const int value =
+          (s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0');
+      out.push_back(static_cast<char>(value));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+bool HasToken(std::string_view comma_list, std::string_view token) {
+  while (!comma_list.empty()) {
+    const size_t comma = comma_list.find(',');
+    if (comma_list.substr(0, comma) == token) return true;
+    if (comma == std::string_view::npos) break;
+    comma_list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// "36 35 98:0 / /mnt rw,noatime master:1 - tmpfs source rw,size=16k": the
+// mount point, and the three fields after the "-" separator.
+struct MountLine {
+  std::string mount_point;
+  std::string fs_type;
+  std::string source;
+  std::string super_options;
+};
+
+std::optional<MountLine> ParseMountLine(const std::string& line) {
+  std::istringstream in(line);
+  std::string id, parent, device, root, mount_point, field;
+  if (!(in >> id >> parent >> device >> root >> mount_point)) {
+    return std::nullopt;
+  }
+  while (in >> field && field != "-") {
+  }
+  MountLine parsed{.mount_point = Unescape(mount_point)};
+  if (!(in >> parsed.fs_type >> parsed.source >> parsed.super_options)) {
+    return std::nullopt;
+  }
+  parsed.source = Unescape(parsed.source);
+  return parsed;
+}
+
+}  // namespace
+
+std::vector<MountedVolume> DriverVolumesIn(std::string_view mountinfo,
+                                           std::string_view kubelet_dir) {
+  std::vector<MountedVolume> volumes;
+  std::unordered_set<std::string> seen;
+  std::istringstream lines{std::string(mountinfo)};
+  for (std::string line; std::getline(lines, line);) {
+    const auto mount = ParseMountLine(line);
+    if (!mount || mount->fs_type != "tmpfs" ||
+        mount->source != common::kDriverName ||
+        !HasToken(mount->super_options, kVolumeInodesOption)) {
+      continue;
+    }
+    auto pod_uid = PodUidOfKubeletTarget(mount->mount_point, kubelet_dir);
+    if (!pod_uid || !seen.insert(mount->mount_point).second) continue;
+    volumes.push_back({mount->mount_point, std::move(*pod_uid)});
+  }
+  return volumes;
+}
+
+std::expected<std::vector<MountedVolume>, std::string> ScanDriverVolumes(
+    std::string_view kubelet_dir) {
+  constexpr const char* kMountInfo = "/proc/self/mountinfo";
+  std::ifstream in(kMountInfo);
+  std::stringstream text;
+  if (!in || !(text << in.rdbuf())) {
+    return std::unexpected(
+        fmt::format("cannot read {}: {}", kMountInfo, std::strerror(errno)));
+  }
+  return DriverVolumesIn(text.view(), kubelet_dir);
+}
+
+void VolumeCount::Adopt(const std::vector<MountedVolume>& volumes) {
+  std::lock_guard lock(mu_);
+  for (const MountedVolume& volume : volumes) {
+    if (pod_of_target_.try_emplace(volume.target, volume.pod_uid).second) {
+      ++per_pod_[volume.pod_uid];
+    }
+  }
+}
+
+std::expected<VolumeCount::Reservation, std::string> VolumeCount::Reserve(
+    const std::string& target, const std::string& pod_uid) {
+  std::lock_guard lock(mu_);
+  if (pod_of_target_.contains(target)) return Reservation(nullptr, target);
+  const auto pod = per_pod_.find(pod_uid);
+  const uint32_t of_pod = pod == per_pod_.end() ? 0 : pod->second;
+  if (of_pod >= caps_.per_pod) {
+    return std::unexpected(fmt::format(
+        "pod {} already has {} {} volume(s) on this node, the most "
+        "--max-volumes-per-pod={} allows; a MiniCluster pod needs one: remove "
+        "the extra csi volumes of driver {} from the pod spec (or raise "
+        "--max-volumes-per-pod together with the DaemonSet's memory limit, "
+        "docs/operations.md)",
+        pod_uid, of_pod, common::kDriverName, caps_.per_pod,
+        common::kDriverName));
+  }
+  if (pod_of_target_.size() >= caps_.per_node) {
+    return std::unexpected(fmt::format(
+        "this node already holds {} {} volumes, the most "
+        "--max-volumes-per-node={} allows (each is memory charged to the "
+        "driver); publishing succeeds once pods on this node end, or raise "
+        "--max-volumes-per-node together with the DaemonSet's memory limit "
+        "(docs/operations.md)",
+        pod_of_target_.size(), common::kDriverName, caps_.per_node));
+  }
+  pod_of_target_.emplace(target, pod_uid);
+  ++per_pod_[pod_uid];
+  return Reservation(this, target);
+}
+
+void VolumeCount::Forget(const std::string& target) {
+  std::lock_guard lock(mu_);
+  ForgetLocked(target);
+}
+
+void VolumeCount::ForgetLocked(const std::string& target) {
+  const auto it = pod_of_target_.find(target);
+  if (it == pod_of_target_.end()) return;
+  const auto pod = per_pod_.find(it->second);
+  if (pod != per_pod_.end() && --pod->second == 0) per_pod_.erase(pod);
+  pod_of_target_.erase(it);
+}
+
+VolumeCount::Stats VolumeCount::GetStats() const {
+  std::lock_guard lock(mu_);
+  return {pod_of_target_.size(), per_pod_.size()};
+}
+
+VolumeCount::Reservation::Reservation(Reservation&& other) noexcept
+    : count_(std::exchange(other.count_, nullptr)),
+      target_(std::move(other.target_)) {}
+
+VolumeCount::Reservation::~Reservation() {
+  if (count_ != nullptr) count_->Forget(target_);
+}
+
+}  // namespace fcc::driver
