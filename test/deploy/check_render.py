@@ -11,7 +11,10 @@ usage: check_render.py INSTALL_KUSTOMIZE DEPLOY_DIR DRIVER_BINARY
 """
 
 import copy
+import json
 import os
+import re
+import shutil
 import posixpath
 import signal
 import subprocess
@@ -263,6 +266,89 @@ def check_namespace_admission(objects, c):
                 "allows 1G)")
 
 
+CONTROLLER = "minicluster-controller"
+RESTRICTED_LEVEL = "restricted"
+SA_USER = re.compile(r"system:serviceaccount:([a-z0-9.-]+):([a-z0-9.-]+)")
+
+
+def check_controller_namespace(objects, c):
+    """The controller lives in a namespace of its own, away from the master
+    key Secret, that enforces Pod Security `restricted`, and its pods meet
+    that level; its ServiceAccount, Lease RBAC and NetworkPolicy are there
+    too, and the ClusterRoleBinding names that ServiceAccount."""
+    deployments = m.find(objects, "Deployment", CONTROLLER)
+    if not c.equal(len(deployments), 1, f"Deployments named {CONTROLLER}"):
+        return None
+    ns = deployments[0]["metadata"].get("namespace")
+    c.check(ns and ns != m.NAMESPACE,
+            f"Deployment {CONTROLLER} is in {ns!r}: it must not share "
+            f"{m.NAMESPACE} (the master key Secret) with the driver")
+    namespaces = [n for n in m.find(objects, "Namespace")
+                  if n["metadata"]["name"] == ns]
+    labels = namespaces[0]["metadata"].get("labels", {}) if namespaces else {}
+    c.check(namespaces, f"Namespace {ns} is not in the render")
+    for mode in ("enforce", "warn", "audit"):
+        c.equal(labels.get(PSA + mode), RESTRICTED_LEVEL,
+                f"Namespace {ns} label {PSA}{mode}")
+    spec = m.pod_spec(deployments[0])
+    sa = spec.get("serviceAccountName")
+    for ct in spec["containers"]:
+        sc = {**spec.get("securityContext", {}), **ct.get("securityContext", {})}
+        name = f"Deployment {CONTROLLER} container {ct['name']}"
+        c.check(sc.get("runAsNonRoot") is True, f"{name}: runAsNonRoot (restricted)")
+        c.equal(sc.get("seccompProfile", {}).get("type"), "RuntimeDefault",
+                f"{name}: seccompProfile (restricted)")
+        c.check(sc.get("allowPrivilegeEscalation") is False,
+                f"{name}: allowPrivilegeEscalation false (restricted)")
+        c.equal(sc.get("capabilities", {}).get("drop"), ["ALL"],
+                f"{name}: capabilities.drop (restricted)")
+    for kind, name in (("ServiceAccount", sa), ("Role", None), ("RoleBinding", None),
+                       ("NetworkPolicy", CONTROLLER)):
+        found = [o for o in m.find(objects, kind, name)
+                 if o["metadata"]["name"].startswith(CONTROLLER)]
+        c.check(found and all(o["metadata"].get("namespace") == ns for o in found),
+                f"{kind} {name or CONTROLLER + '*'}: not in {ns} "
+                f"({[o['metadata'].get('namespace') for o in found]})")
+    for binding in m.find(objects, "ClusterRoleBinding", CONTROLLER):
+        c.equal([(s.get("kind"), s.get("namespace"), s.get("name"))
+                 for s in binding.get("subjects", [])],
+                [("ServiceAccount", ns, sa)], f"ClusterRoleBinding {CONTROLLER} subjects")
+    return f"system:serviceaccount:{ns}:{sa}"
+
+
+POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+# The policies the default install must have (docs/security.md).
+POLICIES = ("curve-volume-pods.minicluster.dev", "curve-volume-jobs.minicluster.dev",
+            "curve-volume-count.minicluster.dev",
+            "minicluster-controller-scope.minicluster.dev",
+            "minicluster-controller-owner.minicluster.dev",
+            "minicluster-controller-jobs.minicluster.dev",
+            "minicluster-controller-job-spec.minicluster.dev",
+            "minicluster-controller-services.minicluster.dev",
+            "minicluster-controller-networkpolicies.minicluster.dev")
+
+
+def check_policies(objects, controller_user, c):
+    """The admission policies are part of the install, each bound once with
+    Deny, and every ServiceAccount they name is the controller's as
+    deployed (a stale namespace there would refuse its Jobs, or confine
+    nobody)."""
+    policies = {p["metadata"]["name"]: p for p in m.find(objects, POLICY_KINDS[0])}
+    for name in POLICIES:
+        c.check(name in policies, f"ValidatingAdmissionPolicy {name} is not in the render")
+    for name, policy in policies.items():
+        bindings = [b for b in m.find(objects, POLICY_KINDS[1])
+                    if b["spec"].get("policyName") == name]
+        if c.equal(len(bindings), 1, f"bindings of ValidatingAdmissionPolicy {name}"):
+            c.equal(bindings[0]["spec"].get("validationActions"), ["Deny"],
+                    f"binding of {name} validationActions")
+        c.equal(policy["spec"].get("failurePolicy"), "Fail", f"{name} failurePolicy")
+        for user in SA_USER.findall(json.dumps(policy)):
+            if user[1] == CONTROLLER:
+                c.equal("system:serviceaccount:%s:%s" % user, controller_user,
+                        f"{name}: the controller's identity")
+
+
 def check_objects(objects, serve_flags, global_flags):
     c = m.Checker()
     check_csidriver(objects, c)
@@ -293,6 +379,9 @@ def check_objects(objects, serve_flags, global_flags):
     check_other_workloads(objects, c)
     check_network_policies(objects, c)
     check_namespace_admission(objects, c)
+    controller_user = check_controller_namespace(objects, c)
+    if controller_user:
+        check_policies(objects, controller_user, c)
     for ct in spec["containers"]:
         res = ct.get("resources", {})
         c.check("requests" in res and "limits" in res,
@@ -371,6 +460,33 @@ def _quota_scope(objs):
     return quota["spec"]["scopeSelector"]["matchExpressions"][0]
 
 
+def _controller(objs):
+    return m.find(objs, "Deployment", CONTROLLER)[0]
+
+
+def _controller_ns(objs):
+    ns = _controller(objs)["metadata"]["namespace"]
+    return [n for n in m.find(objs, "Namespace") if n["metadata"]["name"] == ns][0]
+
+
+def _policy(objs, name):
+    return m.find(objs, POLICY_KINDS[0], name)[0]
+
+
+def _move_controller(objs, ns):
+    for o in objs:
+        if o["metadata"]["name"].startswith(CONTROLLER) and "namespace" in o["metadata"]:
+            o["metadata"]["namespace"] = ns
+    for b in m.find(objs, "ClusterRoleBinding", CONTROLLER):
+        b["subjects"][0]["namespace"] = ns
+
+
+def _stale_user(objs):
+    policy = _policy(objs, "minicluster-controller-jobs.minicluster.dev")
+    cond = policy["spec"]["matchConditions"][0]
+    cond["expression"] = cond["expression"].replace(":minicluster-system:", f":{m.NAMESPACE}:")
+
+
 MUTATIONS = {
     "driver name": lambda o: m.find(o, "CSIDriver")[0]["metadata"].update(
         name="curve.example.com"),
@@ -412,10 +528,48 @@ MUTATIONS = {
     .update(namespace="default"),
     "quota count": lambda o: m.find(o, "ResourceQuota")[0]["spec"]["hard"]
     .update(pods="100"),
+    "controller with the key": lambda o: _move_controller(o, m.NAMESPACE),
+    "controller psa": lambda o: _controller_ns(o)["metadata"]["labels"].update(
+        {"pod-security.kubernetes.io/enforce": "baseline"}),
+    "controller escalation": lambda o: m.pod_spec(_controller(o))["containers"][0]
+    ["securityContext"].update(allowPrivilegeEscalation=True),
+    "controller binding": lambda o: m.find(o, "ClusterRoleBinding", CONTROLLER)[0]
+    ["subjects"][0].update(namespace=m.NAMESPACE),
+    "policy user": _stale_user,
+    "policy unbound": lambda o: o.remove(m.find(o, POLICY_KINDS[1],
+                                                "minicluster-controller-owner.minicluster.dev")[0]),
+    "policy missing": lambda o: o.remove(_policy(o, "minicluster-controller-scope.minicluster.dev")),
     "key mode": lambda o: m.volume(
         m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
         "master-key")["secret"].update(defaultMode=0o440, items=None),
 }
+
+
+OPT_OUT = "components/without-admission-policy"
+
+
+def check_opt_out(kustomize, deploy_dir, objects):
+    """deploy/ with the opt-out component added as docs/operations.md says
+    (`kustomize edit add component`): no policy or binding, everything
+    else as in deploy/'s render."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_dir = os.path.join(tmp, "deploy")
+        shutil.copytree(deploy_dir, copy_dir)
+        subprocess.run([kustomize, "edit", "add", "component", OPT_OUT], cwd=copy_dir,
+                       check=True, capture_output=True)
+        without = m.render(kustomize, copy_dir)
+    errors = []
+    left = [f"{o['kind']}/{o['metadata']['name']}" for o in without if o["kind"] in POLICY_KINDS]
+    if left:
+        errors.append(f"{OPT_OUT}: policies left in the render: {left}")
+    rest = [o for o in objects if o["kind"] not in POLICY_KINDS]
+    if without != rest:
+        errors.append(f"{OPT_OUT}: the render differs from deploy/'s beyond the policies")
+    if not [o for o in objects if o["kind"] in POLICY_KINDS]:
+        errors.append("deploy/ renders no admission policy")
+    print(f"{OPT_OUT}: {len(without)} objects, no policy; deploy/ has "
+          f"{len(objects) - len(rest)} policy objects more")
+    return errors
 
 
 def main():
@@ -429,6 +583,7 @@ def main():
     print("rendered:", ", ".join(kinds))
 
     errors = check_objects(objects, serve_flags, global_flags)
+    errors += check_opt_out(kustomize, deploy_dir, objects)
     if not errors:
         errors += driver_accepts_args(binary, _driver(objects)["args"])
     for name, mutate in MUTATIONS.items():

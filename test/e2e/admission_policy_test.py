@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""deploy/admission-policy/ on the real API server (issue 15, item 5).
+"""deploy/admission-policy/ on the real API server (issue 15, item 5;
+issue 30, items 2 and 3).
 
 Without the policies, anyone who may create pods in a namespace mounts any
 MiniCluster's key there. With them, a curve.minicluster.dev volume is
@@ -11,11 +12,21 @@ by impersonation) holds create rights on pods, Jobs and CronJobs in the
 test namespace; the controller runs as its own ServiceAccount with
 deploy/controller/rbac.yaml, as deployed.
 
+test_controller_confined: what the controller's own token (TokenRequest,
+ServiceAccount minicluster-system/minicluster-controller with its
+ClusterRole) may create under controller.yaml: a Job and Service exactly as
+`minicluster-controller render` prints them for a MiniCluster with its own
+ServiceAccount, Secret volume and Secret variable, and nothing else: not in
+flux-curve-csi or kube-system, not unowned, no other Secret or
+ServiceAccount, no hostPath or privileged container. Every refused request
+is first admitted (server dry run) with the controller policies unbound.
+
   test/e2e/admission_policy_test.py [TEST...]   (FCC_CONTROLLER=path/to/binary)
 """
 
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +41,7 @@ COUNT_POLICY = "curve-volume-count.minicluster.dev"
 PER_POD_CAP = 1  # the driver's --max-volumes-per-pod (deploy/daemonset/daemonset.yaml)
 DRIVER = "curve.minicluster.dev"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
-CONTROLLER_NS, CONTROLLER_SA = "flux-curve-csi", "minicluster-controller"
+CONTROLLER_NS, CONTROLLER_SA = "minicluster-system", "minicluster-controller"
 USER = "alice"
 IMAGE = "example.invalid/flux:e2e"
 
@@ -190,7 +201,7 @@ def test_policy(work):
     check(r.returncode != 0 and "field is immutable" in r.stderr,
           f"adding the curve volume to a Job's template: {r.stdout} {r.stderr}")
 
-    # 4. The controller, as deployed, under both policies.
+    # 4. The controller, as deployed, under both policies and controller.yaml.
     create_namespace(CONTROLLER_NS)
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
     kubeconfig = service_account_kubeconfig(work, CONTROLLER_SA, CONTROLLER_NS)
@@ -210,10 +221,234 @@ def test_policy(work):
     got = events(ns, "Job", "lab")
     check_eq([m for r, m in got if r == "FailedCreate"], [], "FailedCreate events of Job lab")
     check_eq(sum(1 for r, _ in got if r == "SuccessfulCreate"), 2, "SuccessfulCreate events of Job lab")
+    # One with its own ServiceAccount, a Secret volume and a Secret
+    # variable, which controller.yaml checks against the MiniCluster.
+    kubectl("create", "serviceaccount", "lab-runner", "-n", ns)
+    apply(minicluster("lab-sa", ns, size=1, serviceAccountName="lab-runner",
+                      volumes=[{"name": "creds", "secret": {"secretName": "lab-creds"}}],
+                      volumeMounts=[{"name": "creds", "mountPath": "/creds"}],
+                      env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {
+                          "name": "lab-creds", "key": "token"}}}]))
+    sa_pods = wait_for("the pod of Job lab-sa", lambda: job_pods(ns, "lab-sa"), timeout=60)
+    check_eq(sa_pods[0]["spec"]["serviceAccountName"], "lab-runner", "pod of Job lab-sa's account")
     bad = [ln for ln in ctl.text().splitlines() if "ValidatingAdmissionPolicy" in ln or "HTTP 403" in ln]
     check_eq(bad, [], "refusals in the controller log")
     check(lab["spec"]["template"]["spec"]["volumes"], "Job lab has no volumes")
     log(f"kubectl get pods -n {ns}:\n" + kubectl("get", "pods", "-n", ns).stdout.rstrip())
+
+
+CONTROLLER_POLICY = os.path.join(POLICY_DIR, "controller.yaml")
+SCOPE = "minicluster-controller-scope.minicluster.dev"
+OWNER = "minicluster-controller-owner.minicluster.dev"
+JOBS = "minicluster-controller-jobs.minicluster.dev"
+JOB_SPEC = "minicluster-controller-job-spec.minicluster.dev"
+SERVICES = "minicluster-controller-services.minicluster.dev"
+NETPOLS = "minicluster-controller-networkpolicies.minicluster.dev"
+
+
+def controller_policies():
+    import yaml  # python3-yaml
+    with open(CONTROLLER_POLICY) as f:
+        return [o for o in yaml.safe_load_all(f) if o]
+
+
+def rendered(mc_path):
+    """The Service and Job `minicluster-controller render` prints for the
+    MiniCluster stored at mc_path (its uid included)."""
+    import yaml  # python3-yaml
+    r = subprocess.run([os.environ["FCC_CONTROLLER"], "render", "-f", mc_path],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 0, f"render: {r.stderr}")
+    docs = {o["kind"]: o for o in yaml.safe_load_all(r.stdout) if o}
+    return docs["Service"], docs["Job"]
+
+
+def as_controller(kubeconfig, obj, dry_run=True, verb="create"):
+    args = ["--kubeconfig", kubeconfig, verb, "-f", "-"]
+    if verb == "apply":
+        args += ["--server-side", "--field-manager=minicluster-controller", "--force-conflicts"]
+    if dry_run:
+        args.append("--dry-run=server")
+    return kubectl(*args, input=json.dumps(obj), check_rc=False)
+
+
+def test_controller_confined(work):
+    import copy
+    ns = "e2e-confine"
+    create_namespace(ns)
+    create_namespace(CONTROLLER_NS)
+    kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
+    kubeconfig = service_account_kubeconfig(work, CONTROLLER_SA, CONTROLLER_NS)
+    user = f"system:serviceaccount:{CONTROLLER_NS}:{CONTROLLER_SA}"
+    who = json.loads(kubectl("--kubeconfig", kubeconfig, "auth", "whoami", "-o", "json").stdout)
+    check_eq(who["status"]["userInfo"]["username"], user, "the token's user")
+
+    # A MiniCluster with its own ServiceAccount, a Secret volume and a
+    # variable from a Secret: the controller's Job for it must pass. The
+    # same MiniCluster in flux-curve-csi and kube-system, so only the
+    # namespace rule can refuse the Job there.
+    spec = {"serviceAccountName": "lab-runner",
+            "volumes": [{"name": "creds", "secret": {"secretName": "lab-creds"}},
+                        {"name": "scratch", "emptyDir": {}}],
+            "volumeMounts": [{"name": "creds", "mountPath": "/creds", "readOnly": True}],
+            "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "lab-creds",
+                                                                     "key": "token"}}}]}
+    jobs, services = {}, {}
+    for where in (ns, "flux-curve-csi", "kube-system"):
+        create_namespace(where)
+        apply(minicluster("lab", where, size=2, **spec))
+        stored = get("minicluster", "lab", where)
+        path = os.path.join(work, f"lab-{where}.json")
+        with open(path, "w") as f:
+            json.dump(stored, f)
+        services[where], jobs[where] = rendered(path)
+        check_eq(jobs[where]["metadata"]["ownerReferences"][0]["uid"], stored["metadata"]["uid"],
+                 "the rendered Job's owner uid")
+    job, service = jobs[ns], services[ns]
+    check_eq(job["spec"]["template"]["spec"].get("serviceAccountName"), "lab-runner",
+             "the rendered Job's serviceAccountName")
+    create_namespace("e2e-no-minicluster")
+    # The controller's NetworkPolicy (render does not print it): as
+    # desired.cc makes it, named and labelled like the Service.
+    netpol = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": copy.deepcopy(service["metadata"]),
+              "spec": {"podSelector": {"matchLabels": {"minicluster.dev/name": "lab"}},
+                       "policyTypes": ["Ingress"],
+                       "ingress": [{"from": [{"podSelector": {"matchLabels": {
+                           "minicluster.dev/name": "lab"}}}],
+                                    "ports": [{"protocol": "TCP", "port": 8050}]}]}}
+
+    def variant(edit, base=job):
+        obj = copy.deepcopy(base)
+        edit(obj)
+        return obj
+
+    def pod_spec(obj):
+        return obj["spec"]["template"]["spec"]
+
+    other = kubectl("create", "job", "plain", "-n", ns, f"--image={IMAGE}", "-o", "json",
+                    "--dry-run=client").stdout
+    plain = json.loads(other)
+    plain["spec"]["suspend"] = True
+    apply(plain)  # an admin's Job the controller must not adopt
+    # Label and owner as the controller's own would have them.
+    adopt = {"apiVersion": "batch/v1", "kind": "Job",
+             "metadata": {"name": "plain", "namespace": ns, "labels": job["metadata"]["labels"],
+                          "ownerReferences": [{**job["metadata"]["ownerReferences"][0],
+                                               "name": "plain"}]}}
+    bad = [  # (what, object, the policy (or either policy) that refuses it, verb)
+        ("a Job in flux-curve-csi", jobs["flux-curve-csi"], SCOPE, "create"),
+        ("a Job in kube-system", jobs["kube-system"], SCOPE, "create"),
+        ("a Service in kube-system", services["kube-system"], SCOPE, "create"),
+        ("a Job without the controller's label",
+         variant(lambda o: o["metadata"]["labels"].pop("app.kubernetes.io/managed-by")),
+         SCOPE, "create"),
+        ("a Job without an owner",
+         variant(lambda o: o["metadata"].pop("ownerReferences")), (SCOPE, OWNER), "create"),
+        ("a Job owned by a MiniCluster of another name",
+         variant(lambda o: o["metadata"].update(name="other")), SCOPE, "create"),
+        ("a Job with another uid as owner",
+         variant(lambda o: o["metadata"]["ownerReferences"][0].update(
+             uid="00000000-0000-0000-0000-00000000abcd")), OWNER, "create"),
+        ("a Job in a namespace without MiniClusters",
+         variant(lambda o: o["metadata"].update(namespace="e2e-no-minicluster")),
+         (OWNER, JOB_SPEC), "create"),
+        ("adopting an admin's Job", adopt, SCOPE, "apply"),
+        ("a Job that mounts another Secret",
+         variant(lambda o: pod_spec(o)["volumes"].append(
+             {"name": "stolen", "secret": {"secretName": "other-secret"}})), JOB_SPEC, "create"),
+        ("a Job whose Secret volume names another Secret",
+         variant(lambda o: [v["secret"].update(secretName="other-secret")
+                            for v in pod_spec(o)["volumes"] if "secret" in v]), JOB_SPEC, "create"),
+        ("a Job with a projected Secret",
+         variant(lambda o: pod_spec(o)["volumes"].append(
+             {"name": "stolen", "projected": {"sources": [{"secret": {"name": "other-secret"}}]}})),
+         JOB_SPEC, "create"),
+        ("a Job reading another Secret into a variable",
+         variant(lambda o: pod_spec(o)["containers"][0]["env"].append(
+             {"name": "STOLEN", "valueFrom": {"secretKeyRef": {"name": "other-secret",
+                                                               "key": "k"}}})),
+         JOB_SPEC, "create"),
+        ("a Job reading a Secret by envFrom",
+         variant(lambda o: pod_spec(o)["containers"][0].update(
+             envFrom=[{"secretRef": {"name": "other-secret"}}])), JOBS, "create"),
+        ("a Job running as another ServiceAccount",
+         variant(lambda o: pod_spec(o).update(serviceAccountName="admin")), JOB_SPEC, "create"),
+        ("a Job with a hostPath volume",
+         variant(lambda o: pod_spec(o)["volumes"].append(
+             {"name": "host", "hostPath": {"path": "/"}})), JOBS, "create"),
+        ("a Job with a privileged container",
+         variant(lambda o: pod_spec(o)["containers"][0].update(
+             securityContext={"privileged": True})), JOBS, "create"),
+        ("a Job not suspended", variant(lambda o: o["spec"].update(suspend=False)), JOBS, "create"),
+        ("a Service with a cluster IP",
+         variant(lambda o: o["spec"].pop("clusterIP"), base=service), SERVICES, "create"),
+        ("a NetworkPolicy in kube-system",
+         variant(lambda o: o["metadata"].update(namespace="kube-system"), base=netpol),
+         SCOPE, "create"),
+        ("a NetworkPolicy selecting every pod",
+         variant(lambda o: o["spec"].update(podSelector={}), base=netpol), NETPOLS, "create"),
+        ("a Service with externalIPs",
+         variant(lambda o: o["spec"].update(externalIPs=["192.0.2.1"]), base=service),
+         SERVICES, "create"),
+    ]
+    bindings = [o["metadata"]["name"] for o in controller_policies()
+                if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+
+    # 1. The controller policies unbound: its token may do all of it (RBAC
+    # alone), so each refusal below is the policy's.
+    for name in bindings:
+        kubectl("delete", "validatingadmissionpolicybinding", name, "--ignore-not-found")
+    wait_for("the controller policies out of force", lambda: as_controller(
+        kubeconfig, jobs["kube-system"]).returncode == 0, timeout=30)
+    for what, obj, _, verb in bad:
+        check_admitted(as_controller(kubeconfig, obj, verb=verb), f"{what}, no controller policy")
+    log(f"without controller.yaml's bindings the controller's token gets all {len(bad)} through")
+
+    # 2. controller.yaml as shipped.
+    kubectl("apply", "-f", CONTROLLER_POLICY)
+    # In force once each policy refuses one of its cases; then every case
+    # is checked on its own, so a rule that is missing shows by name.
+    for name in (SCOPE, OWNER, JOBS, JOB_SPEC, SERVICES, NETPOLS):
+        cases = [(obj, verb) for _, obj, policy, verb in bad if policy == name]
+        wait_for(f"{name} in force", lambda: any(
+            as_controller(kubeconfig, obj, verb=verb).returncode != 0 for obj, verb in cases),
+            timeout=30)
+    for what, obj, policy, verb in bad:
+        r = as_controller(kubeconfig, obj, verb=verb)
+        err = r.stderr.strip()
+        check(r.returncode != 0, f"{what}: admitted: {r.stdout.strip()}")
+        # Where two policies refuse, the API server names one of them.
+        policies = policy if isinstance(policy, tuple) else (policy,)
+        check(any(f"ValidatingAdmissionPolicy '{p}'" in err for p in policies),
+              f"{what}: not refused by {' or '.join(policies)}: {err}")
+        check(verb != "apply" or "already controls" in err, f"{what}: not for adopting: {err}")
+        log(f"{what}: refused: {err.split('denied request: ', 1)[-1][:160]}")
+
+    # Other users are not held to any of it, nor to the MiniCluster
+    # parameters: an admin's Job and Service in a namespace without
+    # MiniClusters (the parameter policies would refuse them, whoever
+    # asks, if they matched them).
+    for obj in (plain | {"metadata": {"name": "admin-job", "namespace": "e2e-no-minicluster"}},
+                {"apiVersion": "v1", "kind": "Service",
+                 "metadata": {"name": "admin-svc", "namespace": "e2e-no-minicluster"},
+                 "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}}):
+        check_admitted(create(obj, dry_run=True), f"an admin's {obj['kind']} in a namespace "
+                       "without MiniClusters")
+
+    # 3. What the controller really makes is admitted, stored for real.
+    for obj in (service, netpol, job):
+        r = as_controller(kubeconfig, obj, dry_run=False)
+        check_admitted(r, f"the controller's rendered {obj['kind']}")
+    # ...and its later apply of labels and owner to its own Job.
+    r = as_controller(kubeconfig, {"apiVersion": "batch/v1", "kind": "Job",
+                                   "metadata": {"name": "lab", "namespace": ns,
+                                                "labels": job["metadata"]["labels"],
+                                                "ownerReferences": job["metadata"]["ownerReferences"]}},
+                      dry_run=False, verb="apply")
+    check_admitted(r, "the controller's apply to its own Job")
+    log("the controller's rendered Service and Job (own ServiceAccount, Secret volume and "
+        "variable), its NetworkPolicy and its apply to the Job are admitted")
 
 
 def with_curve_volumes(obj, n):
@@ -241,15 +476,16 @@ def test_volume_count(work):
     """At most PER_POD_CAP curve volumes per pod (issue 30): a pod, Job or
     CronJob with more is refused at create time, whoever sends it (the
     controller, the Job controller, an admin); one is admitted. The same
-    requests pass before the policy is applied. jobs.yaml is left out for
-    the test (it refuses an admin's Jobs for another reason) and restored."""
+    requests pass before the policy is applied. jobs.yaml and controller.yaml
+    are left out for the test (they refuse an admin's and the controller's
+    hand-made Jobs for other reasons) and restored."""
     ns = "e2e-vap-count"
     create_namespace(ns)
     create_namespace(CONTROLLER_NS)
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
     ctl = service_account_kubeconfig(work, CONTROLLER_SA, CONTROLLER_NS)
     kubectl("apply", "-f", os.path.join(POLICY_DIR, "pods.yaml"))
-    for name in ("jobs.yaml", "volume-count.yaml"):
+    for name in ("jobs.yaml", "volume-count.yaml", "controller.yaml"):
         kubectl("delete", "-f", os.path.join(POLICY_DIR, name), "--ignore-not-found")
 
     def as_controller(obj):
@@ -270,7 +506,8 @@ def test_volume_count(work):
         # 1. Without volume-count.yaml, many curve volumes in one pod pass
         # (once the API server has dropped what test_policy applied).
         wait_for("policies deleted (out of force)", lambda: as_admin(
-            with_curve_volumes(cronjob("many", ns), 50)).returncode == 0, timeout=30)
+            with_curve_volumes(cronjob("many", ns), 50)).returncode == 0 and as_controller(
+            with_curve_volumes(job("many", ns), 50)).returncode == 0, timeout=30)
         check_admitted(as_controller(with_curve_volumes(job("many", ns), 50)), "the controller's Job, 50 volumes")
         check_admitted(as_admin(with_curve_volumes(cronjob("many", ns), 50)), "an admin's CronJob, 50 volumes")
         check_admitted(job_controller_pod(50), "the Job controller's pod, 50 volumes")
@@ -296,10 +533,11 @@ def test_volume_count(work):
         check_admitted(as_controller(other), "the controller's Job with one curve and one other CSI volume")
     finally:
         kubectl("apply", "-f", os.path.join(POLICY_DIR, "jobs.yaml"))
+        kubectl("apply", "-f", os.path.join(POLICY_DIR, "controller.yaml"))
     # The kustomization ships it.
     rendered = kubectl("kustomize", POLICY_DIR).stdout
     check(f"name: {COUNT_POLICY}" in rendered, "deploy/admission-policy/ does not include volume-count.yaml")
 
 
 if __name__ == "__main__":
-    main([test_job_controller_identity, test_policy, test_volume_count])
+    main([test_job_controller_identity, test_policy, test_volume_count, test_controller_confined])

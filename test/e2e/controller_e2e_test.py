@@ -620,7 +620,7 @@ def test_deployed_rbac(work):
     """The controller as deployed: deploy/controller/rbac.yaml's least
     privilege, a ServiceAccount token (tokenFile) and the CA file, leader
     election in the kubeconfig context's namespace."""
-    sa_ns, ns = "flux-curve-csi", "e2e-rbac"
+    sa_ns, ns = "minicluster-system", "e2e-rbac"
     create_namespace(sa_ns)
     create_namespace(ns)
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
@@ -670,7 +670,7 @@ def test_in_cluster_token_rotation(work):
         check(os.environ.get("FCC_REQUIRE_MOUNT_TESTS") != "1", "needs root and unshare")
         log("skipped: needs root and unshare -m")
         return
-    sa_ns, ns = "flux-curve-csi", "e2e-incluster"
+    sa_ns, ns = "minicluster-system", "e2e-incluster"
     create_namespace(sa_ns)
     create_namespace(ns)
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))

@@ -131,7 +131,7 @@ def install_crd():
 
 
 def create_namespace(ns):
-    if get("namespace", ns) is None:  # tests may share one (flux-curve-csi)
+    if get("namespace", ns) is None:  # tests may share one (minicluster-system)
         kubectl("create", "namespace", ns)
     wait_for(f"default ServiceAccount in {ns}",
              lambda: get("serviceaccount", "default", ns), timeout=60)

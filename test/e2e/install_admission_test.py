@@ -12,9 +12,10 @@ managed cluster (issue 16, item 5):
 A DaemonSet or Deployment is not a pod: PSA only warns about their
 templates, and the quota only counts pods. So besides the server-side dry
 run of the whole install, pods made from the two workloads' templates are
-dry-run in the install's namespace (admitted) and in namespaces without its
-labels or its quota (the driver's refused, for the reason each guard
-gives; the controller's admitted under `restricted`).
+dry-run in their namespaces (admitted; the controller's namespace enforces
+`restricted` itself) and in namespaces without the driver's labels or its
+quota (the driver's refused, for the reason each guard gives; the
+controller's admitted under `restricted`).
 
   test/e2e/install_admission_test.py [TEST...]
 """
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_lib import (REPO, check, check_eq, get, kubectl, log, main, wait_for)  # noqa: E402
 
 NAMESPACE = "flux-curve-csi"
+CONTROLLER_NAMESPACE = "minicluster-system"
 CRITICAL = ["system-node-critical", "system-cluster-critical"]
 
 # What GKE-like clusters run with: the PodSecurity plugin's cluster-wide
@@ -79,6 +81,10 @@ def dry_run_pod(pod):
     return r.returncode == 0, (r.stdout + r.stderr).strip()
 
 
+def moved_pod(pod, ns):
+    return {**pod, "metadata": {**pod["metadata"], "namespace": ns}}
+
+
 def admitted(pod, where):
     ok, out = dry_run_pod(pod)
     check(ok, f"{pod['metadata']['name']} in {where}: refused: {out}")
@@ -125,12 +131,14 @@ def test_install(work):
     text, objects = rendered()
     ds, deployment = find(objects, "DaemonSet"), find(objects, "Deployment")
     quota = find(objects, "ResourceQuota")
-    check(ds["metadata"]["namespace"] == NAMESPACE == deployment["metadata"]["namespace"],
-          "both workloads are expected in the install's namespace")
+    check_eq((ds["metadata"]["namespace"], deployment["metadata"]["namespace"]),
+             (NAMESPACE, CONTROLLER_NAMESPACE), "the workloads' namespaces")
 
     # As docs/operations.md installs: the namespace file first (its labels
-    # in place before any pod), the master key Secret, then everything.
+    # in place before any pod), the master key Secret, then everything. The
+    # controller's namespace too, here only: a dry run creates none.
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "daemonset", "namespace.yaml"))
+    kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "namespace.yaml"))
     kubectl("-n", NAMESPACE, "create", "secret", "generic", "flux-curve-csi-master-key",
             "--from-literal=master.key=" + "k" * 64)
     r = kubectl("apply", "--dry-run=server", "-f", "-", input=text, check_rc=False, timeout=120)
@@ -149,9 +157,17 @@ def test_install(work):
     # pods), so the pods below meet the quota and ServiceAccounts they need.
     kubectl("apply", "-f", "-", input=text, timeout=120)
     wait_quota_status(quota["metadata"]["name"], NAMESPACE)
-    driver, controller = pod_from(ds, NAMESPACE), pod_from(deployment, NAMESPACE)
+    driver = pod_from(ds, NAMESPACE)
+    controller = pod_from(deployment, CONTROLLER_NAMESPACE)
     admitted(driver, NAMESPACE)
-    admitted(controller, NAMESPACE)
+    check_eq(get("namespace", CONTROLLER_NAMESPACE)["metadata"]["labels"].get(
+        "pod-security.kubernetes.io/enforce"), "restricted", f"{CONTROLLER_NAMESPACE} enforces")
+    admitted(controller, CONTROLLER_NAMESPACE)
+    # The same namespace refuses what the driver's pod needs (its
+    # ServiceAccount made there, so the refusal is PodSecurity's).
+    kubectl("-n", CONTROLLER_NAMESPACE, "create", "serviceaccount", driver["spec"]["serviceAccountName"])
+    refused(moved_pod(driver, CONTROLLER_NAMESPACE), CONTROLLER_NAMESPACE,
+            'violates PodSecurity "restricted:latest"')
 
     # The same pods where the install's labels or quota are missing. Their
     # ServiceAccounts exist, so the refusals are the guards', not a lookup's.
@@ -163,8 +179,7 @@ def test_install(work):
             kubectl("-n", name, "create", "serviceaccount", pod["spec"]["serviceAccountName"])
         return name
 
-    def moved(pod, ns):
-        return {**pod, "metadata": {**pod["metadata"], "namespace": ns}}
+    moved = moved_pod
 
     ns_labels = [f"{k}={v}" for k, v in
                  get("namespace", NAMESPACE)["metadata"]["labels"].items()

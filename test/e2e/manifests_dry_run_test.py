@@ -23,6 +23,7 @@ from e2e_lib import (REPO, apply, check, check_eq, create_namespace, install_crd
 
 KUEUE_VERSION = "v0.17.0"
 NAMESPACE = "flux-curve-csi"
+CONTROLLER_NAMESPACE = "minicluster-system"
 
 
 def manifests(top):
@@ -56,31 +57,51 @@ def kueue_crds(work):
 
 
 def test_deploy(work):
-    kubectl("create", "namespace", NAMESPACE, "--save-config")  # as if applied
+    # As if applied: a dry run creates no namespace for the objects in it.
+    for ns in (NAMESPACE, CONTROLLER_NAMESPACE):
+        kubectl("create", "namespace", ns, "--save-config")
     rendered = kubectl("kustomize", os.path.join(REPO, "deploy")).stdout
     lines = dry_run("kubectl kustomize deploy/", "-f", "-", input=rendered)
     kinds = {ln.split("/")[0].split(".")[0] for ln in lines}
     for kind in ("customresourcedefinition", "csidriver", "daemonset", "deployment",
                  "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding",
-                 "networkpolicy", "resourcequota"):
+                 "networkpolicy", "resourcequota", "namespace", "validatingadmissionpolicy",
+                 "validatingadmissionpolicybinding"):
         check(kind in kinds, f"deploy/ render has no {kind}: {kinds}")
-    check("validatingadmissionpolicy" not in kinds,
-          f"deploy/ render has the opt-in admission policy: {kinds}")
     log(f"deploy/ (kustomize): {len(lines)} objects pass")
-    # The opt-in admission policy (docs/security.md) renders on its own.
-    rendered = kubectl("kustomize", os.path.join(REPO, "deploy", "admission-policy")).stdout
-    lines = dry_run("kubectl kustomize deploy/admission-policy/", "-f", "-", input=rendered)
-    check_eq(sorted(ln.split(" ")[0] for ln in lines),
-             sorted(f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/"
-                    f"curve-volume-{r}.minicluster.dev"
-                    for b in ("", "binding") for r in ("pods", "jobs", "count")),
-             "deploy/admission-policy/ objects")
-    log(f"deploy/admission-policy/ (kustomize): {len(lines)} objects pass")
+    # The policies are deploy/admission-policy/'s, which renders on its own.
+    policy_text = kubectl("kustomize", os.path.join(REPO, "deploy", "admission-policy")).stdout
+    policy_lines = dry_run("kubectl kustomize deploy/admission-policy/", "-f", "-",
+                           input=policy_text)
+    policies = sorted(ln.split(" ")[0] for ln in policy_lines)
+    check_eq(sorted(ln.split(" ")[0] for ln in lines if ln.startswith("validatingadmission")),
+             policies, "admission policies in deploy/'s render")
+    for name in ("curve-volume-pods", "curve-volume-jobs", "curve-volume-count",
+                 "minicluster-controller-scope",
+                 "minicluster-controller-owner", "minicluster-controller-jobs",
+                 "minicluster-controller-job-spec", "minicluster-controller-services",
+                 "minicluster-controller-networkpolicies"):
+        for b in ("", "binding"):
+            want = f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/{name}.minicluster.dev"
+            check(want in policies, f"deploy/admission-policy/ has no {want}: {policies}")
+    log(f"deploy/admission-policy/ (kustomize): {len(policy_lines)} objects pass")
+    # The opt-out (docs/operations.md): deploy/ with the component added by
+    # hand, as on a cluster without ValidatingAdmissionPolicy.
+    copy = os.path.join(work, "deploy-opt-out")
+    shutil.copytree(os.path.join(REPO, "deploy"), copy)
+    with open(os.path.join(copy, "kustomization.yaml"), "a") as f:
+        f.write("components:\n  - components/without-admission-policy\n")
+    opt_out = dry_run("deploy/ + components/without-admission-policy", "-f", "-",
+                      input=kubectl("kustomize", copy).stdout)
+    check_eq(sorted(opt_out), sorted(ln for ln in lines if not ln.startswith("validatingadmission")),
+             "the opt-out's objects (deploy/'s but the policies)")
+    log(f"deploy/ without admission policy (component): {len(opt_out)} objects pass")
     for f in manifests("deploy"):
         n = len(dry_run(os.path.relpath(f, REPO), "-f", f))
         log(f"{os.path.relpath(f, REPO)}: {n} objects pass")
     # Dry run stored nothing.
     check_eq(items("daemonsets", NAMESPACE), [], "DaemonSets after dry run")
+    check_eq(items("deployments", CONTROLLER_NAMESPACE), [], "Deployments after dry run")
     check_eq(kubectl("get", "csidrivers", "-o", "name").stdout.strip(), "", "CSIDrivers after dry run")
     check_eq(kubectl("get", "validatingadmissionpolicies", "-o", "name").stdout.strip(), "",
              "ValidatingAdmissionPolicies after dry run")

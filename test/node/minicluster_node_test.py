@@ -13,6 +13,7 @@ Env: FCC_DRIVER (the flux-curve-csi binary), FCC_KEEP=1.
 """
 
 import hashlib
+import json
 import os
 import re
 import sys
@@ -234,11 +235,15 @@ def test_other_miniclusters_cert_never_joins(work):
     the other's cert never joins, while one given the same cert does."""
     ns = "mc-two-certs"
     create_namespace(ns)
+    # The default install refuses this hand-made pod (pods.yaml, and
+    # volume-count.yaml for its two volumes); the check needs one, so those
+    # policies are unbound for it and bound again after.
+    policies = ["curve-volume-pods.minicluster.dev", "curve-volume-count.minicluster.dev"]
     vols = [{"name": n, "csi": {"driver": "curve.minicluster.dev", "readOnly": True,
                                 "volumeAttributes": {"minicluster": n, "generation": f"{n}-uid",
                                                      "owner": "1000:1000"}}}
             for n in ("alpha", "beta")]
-    apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "brokers", "namespace": ns},
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "brokers", "namespace": ns},
            "spec": {"terminationGracePeriodSeconds": 1,
                     "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
                     "containers": [{"name": "brokers", "image": flux_image(),
@@ -246,7 +251,21 @@ def test_other_miniclusters_cert_never_joins(work):
                                     "volumeMounts": [{"name": v["name"], "readOnly": True,
                                                       "mountPath": f"/certs/{v['name']}"}
                                                      for v in vols]}],
-                    "volumes": vols}})
+                    "volumes": vols}}
+    r = kubectl("create", "-f", "-", input=json.dumps(pod), check_rc=False)
+    check(r.returncode != 0 and any(f"'{p}'" in r.stderr for p in policies),
+          f"the install's policies did not refuse a hand-made pod: {r.stdout} {r.stderr}")
+    bindings = [get("validatingadmissionpolicybinding", p) for p in policies]
+    for p in policies:
+        kubectl("delete", "validatingadmissionpolicybinding", p)
+    try:
+        wait_for("the hand-made pod admitted", lambda: kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(pod),
+            check_rc=False).returncode == 0, timeout=30)
+        apply(pod)
+    finally:
+        for p, binding in zip(policies, bindings):
+            apply({k: binding[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": p}})
     wait_for("pod brokers Running", lambda: (get("pod", "brokers", ns) or {}).get(
         "status", {}).get("phase") == "Running", timeout=120)
     uid = get("pod", "brokers", ns)["metadata"]["uid"]

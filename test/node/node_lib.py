@@ -172,8 +172,11 @@ def events_of(name, ns):
 
 # ------------------------------------------------------------------ install
 
-def install(work):
-    """The README's install, with the image built here."""
+def install(work, without_admission_policy=False):
+    """The README's install, with the image built here; with
+    `without_admission_policy`, the documented opt-out (docs/operations.md):
+    the policies admit the curve volume only in the controller's pods, and
+    hand-made pods are what the driver-only tests run."""
     key = os.path.join(work, "master.key")
     with open(key, "wb") as f:
         f.write(os.urandom(64))
@@ -187,6 +190,9 @@ def install(work):
                                capture_output=True, text=True, check=True).stdout.strip()
     subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={driver_image()}"],
                    cwd=deploy, check=True)
+    if without_admission_policy:
+        subprocess.run([kustomize, "edit", "add", "component",
+                        "components/without-admission-policy"], cwd=deploy, check=True)
     kubectl("apply", "-k", deploy)
     wait_for("the driver DaemonSet Ready on the node", daemonset_ready, timeout=180)
 
