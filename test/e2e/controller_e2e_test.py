@@ -15,12 +15,12 @@ import os
 import shutil
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_lib import (API, REPO, Controller, Watcher, apply, check, check_eq, cond_true,  # noqa: E402
                      condition, create_namespace, get, items, job_pods, kubectl, log, main,
-                     minicluster, patch, pod_index, set_pod_status, wait_for)
+                     minicluster, patch, poke_and_wait_reconciled, pod_index, set_pod_status,
+                     wait_first_pass, wait_for, wait_reconciled)
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 NAME_LABEL = "minicluster.dev/name"
@@ -145,15 +145,7 @@ def wait_reasons(ns, name, want, timeout=30):
 
 def scrape(ctl):
     """{series: value} from the controller's /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{ctl.health_port}/metrics", timeout=5) as r:
-        check_eq(r.status, 200, "GET /metrics")
-        text = r.read().decode()
-    series = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            series[name] = float(value)
-    return series
+    return ctl.metrics()
 
 
 def test_lifecycle(work):
@@ -196,7 +188,9 @@ def test_lifecycle(work):
         for name in ("eph", "pers"):
             wait_for(f"Job {name} unsuspended", lambda n=name: job_spec_suspend(ns, n) is False)
             wait_state(ns, name, "Running")
-        time.sleep(3)  # give the controller time to (wrongly) unsuspend the others
+        # Each reconciled since: a controller that would unsuspend them has.
+        for name in ("queued", "held"):
+            poke_and_wait_reconciled(ctl.metrics_url, "job", name, ns)
         for name, reason in (("queued", "WaitingForKueue"), ("held", "Suspended")):
             check_eq(job_spec_suspend(ns, name), True, f"Job {name} suspend")
             mc = wait_state(ns, name, "Queued")
@@ -288,15 +282,14 @@ def test_lifecycle(work):
         before = len(ctl.actions())
         for name in specs:
             for kind in ("minicluster", "job", "service"):
-                kubectl("annotate", kind, name, "-n", ns, "e2e.minicluster.dev/poke=1")
-        time.sleep(3)  # reconciles take milliseconds
+                poke_and_wait_reconciled(ctl.metrics_url, kind, name, ns)
         check_eq(ctl.actions()[before:], [], "writes after no-op changes")
         log(f"no writes after 12 no-op changes ({before} writes in total)")
         # A restarted controller finds everything as it wants it.
         check_eq(ctl.kill(), 0, "controller exit code on SIGTERM")
         ctl = Controller(work, "lifecycle-restarted")
         ctl.wait_ready()
-        time.sleep(3)
+        wait_first_pass(ctl.metrics_url, "the restarted controller's first pass")
         check_eq(ctl.actions(), [], "writes by a restarted controller")
         check_eq(reasons(ns, "eph"), ["Queued", "Started", "Completed"],
                  "eph events after a controller restart")
@@ -422,12 +415,12 @@ def test_pod_fields(work):
     admit_like_kueue(ns, "podq")
     wait_state(ns, "podq", "Running")
     wait_for("2 pods of podq", lambda: len(job_pods(ns, "podq")) == 2)
-    time.sleep(3)  # time for the controller to (wrongly) touch the Job
+    poke_and_wait_reconciled(ctl.metrics_url, "job", "podq", ns)  # the admitted Job seen
     check_eq([a for a in ctl.actions()[before:] if "Job" in a], [], "Job writes after admission")
     check_eq(ctl.kill(), 0, "controller exit code on SIGTERM")
     ctl = Controller(work, "pod-fields-restarted")
     ctl.wait_ready()
-    time.sleep(3)
+    wait_first_pass(ctl.metrics_url, "the restarted controller's first pass")
     check_eq(ctl.actions(), [], "writes by a restarted controller")
     job = get("job", "podq", ns, managed_fields=True)
     pod = job["spec"]["template"]
@@ -445,8 +438,9 @@ def test_pod_fields(work):
             check(not (m.startswith("minicluster-controller") and owns_template_field(job, m, field)),
                   f"{m} still owns {field} after the admission")
     # A user's later edit reaches no existing Job (copied at creation).
+    before = ctl.reconciles()
     patch("minicluster", "podq", ns, {"spec": {"nodeSelector": {"disk": "nvme"}}})
-    time.sleep(3)
+    wait_reconciled(ctl.metrics_url, "the edit of podq's nodeSelector", before)
     check_eq(get("job", "podq", ns)["spec"]["template"]["spec"]["nodeSelector"],
              {"disk": "ssd", **FLAVOR_LABEL}, "nodeSelector after the MiniCluster's edit")
     check_eq([a for a in ctl.actions() if "Job" in a], [], "Job writes after the edit")
@@ -563,7 +557,8 @@ def test_service_name_taken(work):
     wait_for("a condition with reason ServiceNameTaken", lambda: any(
         c["reason"] == "ServiceNameTaken"
         for c in get("minicluster", "svc-taken", ns)["status"]["conditions"]))
-    time.sleep(2)  # a retry or two: the Service must still be theirs
+    # Two retries more: the Service must still be theirs.
+    wait_reconciled(ctl.metrics_url, "two retries of svc-taken", ctl.reconciles(), at_least=2)
     svc = get("service", "svc-taken", ns)
     check_eq(svc["spec"].get("selector"), theirs["spec"].get("selector"), "foreign Service selector")
     check_eq(svc["metadata"].get("ownerReferences"), None, "foreign Service ownerReferences")
@@ -602,8 +597,9 @@ def test_invalid_spec_event(work):
         ev = mc_events(ns, name)[0]
         check_eq((ev["type"], ev["action"]), ("Warning", "Validate"), "InvalidSpec type, action")
         check("metadata.name: too long for spec.size" in ev["note"], f"InvalidSpec note: {ev['note']!r}")
+        before = ctl.reconciles()
         patch("minicluster", name, ns, {"metadata": {"annotations": {"poke": "1"}}})
-        time.sleep(2)
+        wait_reconciled(ctl.metrics_url, "the no-op change", before)
         check_eq(reasons(ns, name), ["InvalidSpec"], "events after a no-op change")
         check_eq(get("job", name, ns), None, "Job of an invalid MiniCluster")
         log("invalid spec: Failed/InvalidSpec, one Warning event naming the field")

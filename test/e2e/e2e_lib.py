@@ -309,6 +309,59 @@ def free_port():
         return s.getsockname()[1]
 
 
+def scrape(metrics_url):
+    """{series: value} from a controller's /metrics."""
+    with urllib.request.urlopen(metrics_url, timeout=5) as r:
+        check_eq(r.status, 200, f"GET {metrics_url}")
+        text = r.read().decode()
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            series[name] = float(value)
+    return series
+
+
+def reconciles_and_busy(metrics_url):
+    """(reconciles finished, whatever their result; keys queued or being
+    reconciled) by the controller's own counters."""
+    m = scrape(metrics_url)
+    done = sum(v for k, v in m.items() if k.startswith("controller_runtime_reconcile_total{"))
+    busy = sum(v for k, v in m.items()
+               if k.startswith(("workqueue_depth{", "controller_runtime_active_workers{")))
+    return done, busy
+
+
+def wait_reconciled(metrics_url, what, since, at_least=1, timeout=30):
+    """Waits until the controller has finished `at_least` reconciles more
+    than `since` and has nothing queued or running: what it would write
+    about the objects that caused them is written (or logged) by then.
+    Instead of a sleep before asserting that nothing was written, which on
+    a loaded machine passes before the controller has seen the change."""
+    def done():
+        count, busy = reconciles_and_busy(metrics_url)
+        return count >= since + at_least and busy == 0 and count
+    return wait_for(f"{what}: {at_least} reconcile(s) after {since:.0f}, and an idle work queue",
+                    done, timeout=timeout, interval=0.05)
+
+
+def poke_and_wait_reconciled(metrics_url, kind, name, ns):
+    """Annotates kind/name (a change the controller acts on with a reconcile
+    that writes nothing) and waits until that reconcile has finished."""
+    before, _ = reconciles_and_busy(metrics_url)
+    kubectl("annotate", "--overwrite", kind, name, "-n", ns,
+            f"e2e.minicluster.dev/poke={time.monotonic_ns()}")
+    wait_reconciled(metrics_url, f"the poke of {kind} {ns}/{name}", before)
+
+
+def wait_first_pass(metrics_url, what):
+    """Waits until a controller just started has reconciled every MiniCluster
+    there is (its initial list queues them all before any worker starts, so
+    as many reconciles and an idle queue mean each has had its turn)."""
+    out = kubectl("get", "miniclusters.minicluster.dev", "-A", "-o", "name").stdout
+    wait_reconciled(metrics_url, what, 0, at_least=max(1, len(out.split())))
+
+
 class Controller:
     """One minicluster-controller process, run as a developer would outside
     a cluster (--kubeconfig), with its log in the work dir."""
@@ -341,6 +394,16 @@ class Controller:
 
     def count(self, pattern):
         return len(re.findall(pattern, self.text(), re.M))
+
+    @property
+    def metrics_url(self):
+        return f"http://127.0.0.1:{self.health_port}/metrics"
+
+    def metrics(self):
+        return scrape(self.metrics_url)
+
+    def reconciles(self):
+        return reconciles_and_busy(self.metrics_url)[0]
 
     def actions(self):
         """Lines where this replica wrote to the API server for a MiniCluster."""

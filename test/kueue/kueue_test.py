@@ -139,6 +139,10 @@ class Process:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    @property
+    def metrics_url(self):  # the controller's: /metrics beside /readyz
+        return self.health_url.rsplit("/", 1)[0] + "/metrics"
+
     def tail(self, n=60):
         return "\n".join(self.text().splitlines()[-n:])
 
@@ -486,7 +490,8 @@ def flavor_merge(controller):
         check(p["spec"].get("nodeSelector") == {"disk": "ssd", **FLAVOR_LABELS},
               f"pod {p['metadata']['name']} nodeSelector {p['spec'].get('nodeSelector')}")
     gen = job("placed")["metadata"]["generation"]
-    time.sleep(5)  # time for the controller to (wrongly) write the Job
+    # The controller has reconciled the admitted Job, pods and all.
+    e2e_lib.poke_and_wait_reconciled(controller.metrics_url, "job", "placed", NS)
     writes = re.findall(r"minicluster default/placed: ((?:create|apply|set) Job.*)$", controller.text(), re.M)
     check(writes == ["create Job"], f"the controller's Job writes for placed: {writes}")
     check(job("placed")["metadata"]["generation"] == gen, "the admitted Job placed changed")
