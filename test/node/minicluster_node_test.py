@@ -209,14 +209,16 @@ def test_failing_command(work):
 # by its hostname attribute (-Shostname), and reads curve.cert from a volume
 # of this driver: ranks 0 and 1 that of MiniCluster `alpha`, rank 2 that of
 # `beta` (same namespace).
-THREE_BROKERS = r"""set -eu
-for r in 0 1 2; do
+# Brokers of ranks $RANKS, each with the cert at /certs/curve.cert, on the
+# pod's host network (the test node's own namespace), so ranks in two pods
+# reach each other on 127.0.0.1: a pod holds one curve volume (the driver's
+# --max-volumes-per-pod=1), so each cert is in a pod of its own.
+BROKERS = r"""set -eu
+for r in $RANKS; do
   mkdir -p /tmp/r$r
-  cert=/certs/alpha/curve.cert
-  [ $r = 2 ] && cert=/certs/beta/curve.cert
   cat > /tmp/r$r/broker.toml <<TOML
 [bootstrap]
-curve_cert = "$cert"
+curve_cert = "/certs/curve.cert"
 hosts = [
   { host = "r0", bind = "tcp://127.0.0.1:9100", connect = "tcp://127.0.0.1:9100" },
   { host = "r1", bind = "tcp://127.0.0.1:9101", connect = "tcp://127.0.0.1:9101" },
@@ -230,50 +232,55 @@ wait
 """
 
 
+def brokers_pod(name, ns, minicluster, ranks):
+    """A hand-made pod running brokers `ranks` with `minicluster`'s cert."""
+    vol = {"name": "cert", "csi": {"driver": "curve.minicluster.dev", "readOnly": True,
+                                   "volumeAttributes": {"minicluster": minicluster,
+                                                        "generation": f"{minicluster}-uid",
+                                                        "owner": "1000:1000"}}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"terminationGracePeriodSeconds": 1, "hostNetwork": True,
+                     "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+                     "containers": [{"name": "brokers", "image": flux_image(),
+                                     "command": ["/bin/sh", "-c", BROKERS],
+                                     "env": [{"name": "RANKS", "value": ranks}],
+                                     "volumeMounts": [{"name": "cert", "readOnly": True,
+                                                       "mountPath": "/certs"}]}],
+                     "volumes": [vol]}}
+
+
 def test_other_miniclusters_cert_never_joins(work):
     """Two MiniClusters of one namespace get different certs; a broker given
     the other's cert never joins, while one given the same cert does."""
     ns = "mc-two-certs"
     create_namespace(ns)
-    # The default install refuses this hand-made pod (pods.yaml, and
-    # volume-count.yaml for its two volumes); the check needs one, so those
-    # policies are unbound for it and bound again after.
-    policies = ["curve-volume-pods.minicluster.dev", "curve-volume-count.minicluster.dev"]
-    vols = [{"name": n, "csi": {"driver": "curve.minicluster.dev", "readOnly": True,
-                                "volumeAttributes": {"minicluster": n, "generation": f"{n}-uid",
-                                                     "owner": "1000:1000"}}}
-            for n in ("alpha", "beta")]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "brokers", "namespace": ns},
-           "spec": {"terminationGracePeriodSeconds": 1,
-                    "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
-                    "containers": [{"name": "brokers", "image": flux_image(),
-                                    "command": ["/bin/sh", "-c", THREE_BROKERS],
-                                    "volumeMounts": [{"name": v["name"], "readOnly": True,
-                                                      "mountPath": f"/certs/{v['name']}"}
-                                                     for v in vols]}],
-                    "volumes": vols}}
-    r = kubectl("create", "-f", "-", input=json.dumps(pod), check_rc=False)
-    check(r.returncode != 0 and any(f"'{p}'" in r.stderr for p in policies),
-          f"the install's policies did not refuse a hand-made pod: {r.stdout} {r.stderr}")
-    bindings = [get("validatingadmissionpolicybinding", p) for p in policies]
-    for p in policies:
-        kubectl("delete", "validatingadmissionpolicybinding", p)
+    # The default install refuses these hand-made pods (pods.yaml); the check
+    # needs them, so that policy is unbound for them and bound again after.
+    policy = "curve-volume-pods.minicluster.dev"
+    pods = [brokers_pod("alpha", ns, "alpha", "0 1"), brokers_pod("beta", ns, "beta", "2")]
+    r = kubectl("create", "-f", "-", input=json.dumps(pods[0]), check_rc=False)
+    check(r.returncode != 0 and f"'{policy}'" in r.stderr,
+          f"the install's policy did not refuse a hand-made pod: {r.stdout} {r.stderr}")
+    binding = get("validatingadmissionpolicybinding", policy)
+    kubectl("delete", "validatingadmissionpolicybinding", policy)
     try:
-        wait_for("the hand-made pod admitted", lambda: kubectl(
-            "create", "--dry-run=server", "-f", "-", input=json.dumps(pod),
+        wait_for("the hand-made pods admitted", lambda: kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(pods[0]),
             check_rc=False).returncode == 0, timeout=30)
-        apply(pod)
+        for pod in pods:
+            apply(pod)
     finally:
-        for p, binding in zip(policies, bindings):
-            apply({k: binding[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": p}})
-    wait_for("pod brokers Running", lambda: (get("pod", "brokers", ns) or {}).get(
-        "status", {}).get("phase") == "Running", timeout=120)
-    uid = get("pod", "brokers", ns)["metadata"]["uid"]
-    keys = {n: public_key_of(uid, n) for n in ("alpha", "beta")}
+        apply({k: binding[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": policy}})
+    uids = {}
+    for name in ("alpha", "beta"):
+        wait_for(f"pod {name} Running", lambda n=name: (get("pod", n, ns) or {}).get(
+            "status", {}).get("phase") == "Running", timeout=120)
+        uids[name] = get("pod", name, ns)["metadata"]["uid"]
+    keys = {n: public_key_of(uids[n], "cert") for n in uids}
     check(keys["alpha"] != keys["beta"], f"two MiniClusters, two keys: {keys}")
 
     def overlay():
-        return kubectl("exec", "-n", ns, "brokers", "--", "env", "FLUX_URI=local:///tmp/r0/local",
+        return kubectl("exec", "-n", ns, "alpha", "--", "env", "FLUX_URI=local:///tmp/r0/local",
                        "flux", "overlay", "status", "--no-pretty", check_rc=False).stdout
     wait_for("rank 1 (the same cert) joined rank 0", lambda: re.search(r"\b1 r1: full", overlay()),
              timeout=60)
@@ -281,12 +288,14 @@ def test_other_miniclusters_cert_never_joins(work):
     status = overlay()
     log(f"rank 0's overlay: {status.strip()}")
     check(re.search(r"\b2 r2: (offline|lost)", status), f"rank 2 (beta's cert) never joined: {status}")
-    r2 = kubectl("exec", "-n", ns, "brokers", "--", "env", "FLUX_URI=local:///tmp/r2/local",
+    r2 = kubectl("exec", "-n", ns, "beta", "--", "env", "FLUX_URI=local:///tmp/r2/local",
                  "flux", "uptime", check_rc=False).stdout.strip()
     log(f"rank 2: {r2}")
     check(" join " in r2, f"rank 2 is still trying to join: {r2}")
-    kubectl("delete", "pod", "brokers", "-n", ns)
-    wait_for("its volumes unmounted", lambda: not mounts_of(uid), timeout=90)
+    for name in uids:
+        kubectl("delete", "pod", name, "-n", ns)
+    for name, uid in uids.items():
+        wait_for(f"pod {name}'s volume unmounted", lambda u=uid: not mounts_of(u), timeout=90)
 
 
 def test_recreated_gets_new_key(work):
