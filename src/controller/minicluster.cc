@@ -1,5 +1,7 @@
 #include "controller/minicluster.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <regex>
@@ -548,14 +550,11 @@ void AddUnknown(const json& object, const std::string& where,
   if (!object.is_object()) return;  // ParseMiniCluster says what it must be
   for (const auto& [key, value] : object.items()) {
     if (std::ranges::find(known, key) != known.end()) continue;
-    std::string list;
-    for (std::string_view k : known) {
-      list += (list.empty() ? "" : ", ") + std::string(k);
-    }
     const std::string scope =
         where.empty() ? "a MiniCluster" : where.substr(0, where.size() - 1);
-    errors.push_back(where + key + ": unknown field; " + scope + " has " +
-                     list + " (check for a typo)");
+    errors.push_back(
+        fmt::format("{}{}: unknown field; {} has {} (check for a typo)", where,
+                    key, scope, fmt::join(known, ", ")));
   }
 }
 
