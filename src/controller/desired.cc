@@ -114,9 +114,16 @@ void AddPodFields(const PodFields& pod, json& spec) {
   }
 }
 
+// A broker that is PID 1 does not exit on SIGTERM, so the whole grace period
+// is spent waiting for SIGKILL: 30 s by default. Kueue can re-admit a
+// preempted MiniCluster within that time, and an old pod killed after the
+// Job is unsuspended again counts as a failure (backoffLimit 0).
+constexpr int kTerminationGraceSeconds = 5;
+
 json PodSpec(const MiniCluster& mc, const DesiredOptions& opts) {
   json spec{{"subdomain", ServiceName(mc)},
             {"restartPolicy", "Never"},
+            {"terminationGracePeriodSeconds", kTerminationGraceSeconds},
             {"securityContext", PodSecurityContext(mc.spec.flux_user)},
             {"containers", json::array({BrokerContainer(mc, opts)})},
             {"volumes", Volumes(mc)}};
