@@ -45,8 +45,7 @@ json ContainerEnv(const MiniCluster& mc, const DesiredOptions& opts) {
 // The Job's labels: the common ones and the MiniCluster's Kueue labels.
 json JobMetadata(const MiniCluster& mc) {
   json metadata = BaseMetadata(mc, JobName(mc));
-  for (const char* key :
-       {kQueueNameLabel, kPriorityClassLabel, kMaxExecTimeLabel}) {
+  for (const char* key : kKueueLabels) {
     if (auto it = mc.labels.find(key); it != mc.labels.end()) {
       metadata["labels"][key] = it->second;
     }

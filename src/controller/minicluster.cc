@@ -214,8 +214,7 @@ std::string OwnedPodLabel(const std::string& key) {
   if (IsJobControllerKey(key)) {
     return "set by the Job controller on every pod; choose another key";
   }
-  if (key == kQueueNameLabel || key == kPriorityClassLabel ||
-      key == kMaxExecTimeLabel) {
+  if (std::ranges::find(kKueueLabels, key) != kKueueLabels.end()) {
     return "Kueue reads it from the Job, where the controller copies it from "
            "the MiniCluster: set it in metadata.labels instead";
   }
@@ -526,6 +525,45 @@ ParseResult ParseMiniCluster(const json& object) {
   CheckName(mc, errors);
   result.minicluster = std::move(mc);
   return result;
+}
+
+namespace {
+
+// What TrimMiniClusterForCache keeps of metadata and spec.
+constexpr std::array<std::string_view, 8> kCachedMetadata = {
+    "name",
+    "namespace",
+    "uid",
+    "generation",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels"};
+constexpr std::array<std::string_view, 6> kCachedSpec = {
+    "size", "image", "fluxUser", "brokerPort", "suspend", "connectTimeout"};
+
+// Keeps only `keys` of the object at `field` (if it is one).
+template <typename Keys>
+void KeepOnly(json& object, const char* field, const Keys& keys) {
+  auto it = object.find(field);
+  if (it == object.end() || !it->is_object()) return;
+  json kept = json::object();
+  for (const auto& key : keys) {
+    auto found = it->find(std::string(key));
+    if (found != it->end()) kept[std::string(key)] = std::move(*found);
+  }
+  *it = std::move(kept);
+}
+
+}  // namespace
+
+void TrimMiniClusterForCache(json& object) {
+  if (!object.is_object()) return;
+  KeepOnly(object, "metadata", kCachedMetadata);
+  auto metadata = object.find("metadata");
+  if (metadata != object.end() && metadata->is_object())
+    KeepOnly(*metadata, "labels", kKueueLabels);
+  KeepOnly(object, "spec", kCachedSpec);
 }
 
 const KnownFields& MiniClusterFields() {

@@ -3,6 +3,7 @@
 // defaulted. Pure: no I/O.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,9 @@ inline constexpr char kPriorityClassLabel[] = "kueue.x-k8s.io/priority-class";
 // bounds a persistent MiniCluster's hold on quota (docs/kueue.md).
 inline constexpr char kMaxExecTimeLabel[] =
     "kueue.x-k8s.io/max-exec-time-seconds";
+// The MiniCluster's labels that the controller reads (and copies).
+inline constexpr std::array<const char*, 3> kKueueLabels = {
+    kQueueNameLabel, kPriorityClassLabel, kMaxExecTimeLabel};
 
 // What the controller puts into every pod template itself. A MiniCluster's
 // own pod fields (podLabels, volumes, volumeMounts, ...) may not name these:
@@ -114,6 +118,16 @@ struct ParseResult {
 // schema's rules so a MiniCluster that slipped past an older CRD (or a
 // manifest given to `render`) still gets a clear message.
 ParseResult ParseMiniCluster(const nlohmann::json& object);
+
+// The MiniCluster as the controller's cache keeps it: what reconciling a
+// MiniCluster whose Job exists reads (name, uid, generation, the Kueue
+// labels, spec.size, image, fluxUser, brokerPort, suspend, connectTimeout,
+// and status). The free-form fields (env, volumes, affinity, the pod labels
+// and annotations, ...), the command and the metadata's annotations are
+// read only to create the Job, so a tenant's large MiniClusters cost the
+// cache little; the reconciler reads the whole object from the API server
+// before it creates a Job (reconciler.h).
+void TrimMiniClusterForCache(nlohmann::json& object);
 
 // The fields the CRD's structural schema declares, where it prunes the rest:
 // the object's top level, spec, spec.fluxUser, spec.resources and each

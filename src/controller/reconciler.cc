@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "controller/status.h"
+#include "kube/api_path.h"
 #include "kube/informer.h"
 #include "kube/object_meta.h"
 #include "kube/time_format.h"
@@ -37,6 +38,8 @@ std::string RetryReasonName(RetryReason reason) {
       return "none";
     case RetryReason::kWriteFailed:
       return "write failed";
+    case RetryReason::kMiniClusterLookupFailed:
+      return "MiniCluster lookup failed";
     case RetryReason::kJobLookupFailed:
       return "Job lookup failed";
     case RetryReason::kJobNameTaken:
@@ -77,8 +80,35 @@ std::optional<Reconciler::Snapshot> Reconciler::Observe(
   return snapshot;
 }
 
+std::expected<std::optional<json>, std::string> Reconciler::GetMiniCluster(
+    const json& cached) {
+  const kube::ObjectMeta meta(cached);
+  const kube::HttpResponse got = api_.Get(kube::ObjectPath(
+      kApiVersion, kPlural, meta.namespace_name(), meta.name()));
+  if (got.status == 404) return std::nullopt;
+  json whole = json::parse(got.body, nullptr, false);
+  if (!got.ok() || !whole.is_object()) {
+    return std::unexpected("get MiniCluster failed: " + got.Describe());
+  }
+  kube::TrimForCache(whole);
+  return whole;
+}
+
 ReconcileResult Reconciler::Reconcile(const std::string& key) {
-  const auto snapshot = Observe(key);
+  auto snapshot = Observe(key);
+  if (snapshot && !snapshot->job) {
+    auto whole = GetMiniCluster(snapshot->minicluster);
+    if (!whole) {
+      spdlog::warn("minicluster {}: {}", key, whole.error());
+      return ReconcileResult::Retry(RetryReason::kMiniClusterLookupFailed,
+                                    std::move(whole.error()));
+    }
+    if (std::optional<json> found = std::move(*whole); found.has_value()) {
+      snapshot->minicluster = std::move(*found);
+    } else {
+      snapshot.reset();  // deleted since the cache saw it
+    }
+  }
   if (!snapshot) {
     written_.Forget(key);
     return ReconcileResult::Done();  // deleted: GC cleans up

@@ -2,6 +2,7 @@
 // -> execute (the API). The result says whether to retry and why.
 #pragma once
 
+#include <expected>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -34,8 +35,9 @@ struct Caches {
 // Why a key goes back to the queue with back-off.
 enum class RetryReason {
   kNone,
-  kWriteFailed,       // a create or apply failed
-  kJobLookupFailed,   // the create met 409 and the Job could not be read
+  kWriteFailed,              // a create or apply failed
+  kMiniClusterLookupFailed,  // the whole MiniCluster could not be read
+  kJobLookupFailed,          // the create met 409 and the Job could not be read
   kJobNameTaken,      // a Job of that name that the MiniCluster does not own
   kServiceNameTaken,  // likewise a Service
   kUnexpectedError,   // the reconcile threw
@@ -79,7 +81,10 @@ class Reconciler {
         options_(std::move(options)),
         events_(events) {}
 
-  // Reconciles the MiniCluster "<namespace>/<name>".
+  // Reconciles the MiniCluster "<namespace>/<name>". While it has no Job,
+  // the plan comes from the whole MiniCluster read from the API server:
+  // the cache keeps a trimmed copy (TrimMiniClusterForCache), and the Job
+  // is created from the fields it drops.
   ReconcileResult Reconcile(const std::string& key);
 
  private:
@@ -98,6 +103,9 @@ class Reconciler {
   };
 
   std::optional<Snapshot> Observe(const std::string& key) const;
+  // The MiniCluster as the API server has it now; nullopt when it is gone.
+  std::expected<std::optional<nlohmann::json>, std::string> GetMiniCluster(
+      const nlohmann::json& cached);
   std::optional<nlohmann::json> WorkloadOf(const nlohmann::json& job) const;
   ReconcileResult Execute(const std::string& key, const Snapshot& snapshot,
                           const std::vector<Action>& plan,

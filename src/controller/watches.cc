@@ -19,6 +19,15 @@ kube::Informer::Options WatchOf(std::string name, std::string path,
   return o;
 }
 
+kube::Informer::Options MiniClusterWatch(const WatchOptions& options) {
+  auto o = WatchOf(
+      "miniclusters",
+      kube::CollectionPath(kApiVersion, kPlural, options.namespace_name), "",
+      options);
+  o.trim = TrimMiniClusterForCache;
+  return o;
+}
+
 kube::Informer::Options JobWatch(const WatchOptions& options) {
   // Label-existence selector: only the Jobs the controller made.
   auto o = WatchOf(
@@ -42,12 +51,7 @@ kube::Informer::Options WorkloadWatch(const WatchOptions& options) {
 
 Watches::Watches(const kube::KubeClient& client, const WatchOptions& options)
     : workload_store_(JobUidsOfWorkload),
-      miniclusters_(client,
-                    WatchOf("miniclusters",
-                            kube::CollectionPath(kApiVersion, kPlural,
-                                                 options.namespace_name),
-                            "", options),
-                    minicluster_store_),
+      miniclusters_(client, MiniClusterWatch(options), minicluster_store_),
       services_(client,
                 WatchOf("services",
                         kube::CollectionPath("v1", "services",

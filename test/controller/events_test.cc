@@ -232,11 +232,14 @@ class StatusOnlyApi : public kube::KubeApi {
                            bool) override {
     return {apply_status, "{}", ""};
   }
-  // The Job in the way: not the MiniCluster's.
-  kube::HttpResponse Get(const std::string&) override {
+  // The MiniCluster from the fixture's cache; the Job in the way: not the
+  // MiniCluster's.
+  kube::HttpResponse Get(const std::string& path) override {
+    if (auto got = testing::MiniClusterGet(*miniclusters, path)) return *got;
     return {200, R"({"metadata": {"name": "demo", "uid": "theirs"}})", ""};
   }
   long apply_status = 200;
+  const kube::ObjectStore* miniclusters = nullptr;
 };
 
 struct Fixture {
@@ -249,6 +252,7 @@ struct Fixture {
       api,
       DesiredOptions{},
       &recorder};
+  Fixture() { api.miniclusters = &miniclusters; }
 };
 
 TEST(ReconcilerEvents, OneEventPerRefusalThoughTheCacheLagsAndItRetries) {

@@ -278,5 +278,41 @@ TEST(MiniClusterParse, RejectsWrongKind) {
             std::string::npos);
 }
 
+// What the MiniCluster cache keeps: the fields a reconcile with the Job in
+// place reads, valid as they were, and none of the free-form ones.
+TEST(TrimMiniClusterForCache, KeepsWhatReconcileReadsAndDropsTheRest) {
+  json whole = MiniClusterWithPodFields();
+  whole["metadata"]["labels"] = {{kQueueNameLabel, "q"}, {"team", "physics"}};
+  whole["metadata"]["annotations"] = {{"note", std::string(100000, 'a')}};
+  whole["metadata"]["managedFields"] = json::array({{{"manager", "kubectl"}}});
+  whole["metadata"]["resourceVersion"] = "42";
+  whole["spec"]["env"] =
+      json::array({{{"name", "BIG"}, {"value", std::string(100000, 'e')}}});
+  whole["spec"]["fluxUser"] = {{"uid", 1000}, {"gid", 1000}};
+  whole["spec"]["brokerPort"] = 9000;
+  whole["spec"]["suspend"] = true;
+  whole["status"] = {{"state", "Queued"}};
+  json cached = whole;
+  TrimMiniClusterForCache(cached);
+
+  EXPECT_EQ(cached["metadata"], json({{"name", "demo"},
+                                      {"namespace", "science"},
+                                      {"uid", whole["metadata"]["uid"]},
+                                      {"generation", 3},
+                                      {"resourceVersion", "42"},
+                                      {"labels", {{kQueueNameLabel, "q"}}}}));
+  EXPECT_EQ(cached["spec"], json({{"size", 4},
+                                  {"image", whole["spec"]["image"]},
+                                  {"fluxUser", whole["spec"]["fluxUser"]},
+                                  {"brokerPort", 9000},
+                                  {"suspend", true}}));
+  EXPECT_EQ(cached["status"], whole["status"]);
+  EXPECT_LT(cached.dump().size(), 1000u);
+  const ParseResult parsed = ParseMiniCluster(cached);
+  ASSERT_TRUE(parsed.ok()) << parsed.ErrorText();
+  EXPECT_EQ(parsed.minicluster->QueueName(), "q");
+  EXPECT_EQ(parsed.minicluster->spec.broker_port, 9000);
+}
+
 }  // namespace
 }  // namespace fcc::controller

@@ -91,6 +91,55 @@ TEST(PlanReconcile, TrimmedJobPlansLikeTheFullJob) {
   }
 }
 
+// A MiniCluster with every free-form field large and set, as the cache
+// would see it whole.
+json LargeMiniCluster() {
+  json mc = MiniClusterWithPodFields();
+  mc["metadata"]["labels"] = {{"team", "physics"},
+                              {kPriorityClassLabel, "high"}};
+  mc["metadata"]["annotations"] = {
+      {"kubectl.kubernetes.io/last-applied-configuration", mc.dump()}};
+  for (int i = 0; i < 200; ++i) {
+    mc["spec"]["env"].push_back(
+        {{"name", "V" + std::to_string(i)}, {"value", std::string(512, 'x')}});
+  }
+  return mc;
+}
+
+// The MiniCluster cache keeps a trimmed copy (TrimMiniClusterForCache):
+// whenever the Job exists, the plan must be the one the whole object gives.
+TEST(PlanReconcile, TrimmedMiniClusterPlansLikeTheWholeOneOnceItHasAJob) {
+  for (bool queued : {false, true}) {
+    json mc = LargeMiniCluster();
+    if (queued) mc["metadata"]["labels"][kQueueNameLabel] = "user-queue";
+    for (bool suspend : {false, true}) {
+      mc["spec"]["suspend"] = suspend;
+      json trimmed_mc = mc;
+      TrimMiniClusterForCache(trimmed_mc);
+      const json svc = StoredService(mc);
+      const json np = StoredNetworkPolicy(mc);
+      json drifted_job = StoredJob(mc, !suspend);
+      drifted_job["metadata"]["labels"].erase(kNameLabel);
+      json finished = StoredJob(mc, false);
+      finished["status"]["conditions"] =
+          json::array({{{"type", "Complete"}, {"status", "True"}}});
+      for (const json& job : {StoredJob(mc, true), drifted_job, finished}) {
+        for (const json* service : {&svc, static_cast<const json*>(nullptr)}) {
+          const auto want =
+              PlanReconcile({&mc, service, &job, nullptr, &np}, kOptions, kNow);
+          const auto got = PlanReconcile(
+              {&trimmed_mc, service, &job, nullptr, &np}, kOptions, kNow);
+          ASSERT_EQ(Kinds(got), Kinds(want));
+          for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_EQ(got[i].path, want[i].path);
+            EXPECT_EQ(got[i].body, want[i].body);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PlanReconcile, UnqueuedJobIsUnsuspendedByTheLauncherManagerOnly) {
   const json mc = MiniClusterObject();
   const json svc = StoredService(mc);
@@ -308,6 +357,12 @@ class RecordingApi : public kube::KubeApi {
     return {apply_status, "{}", ""};
   }
   kube::HttpResponse Get(const std::string& path) override {
+    if (auto got = testing::MiniClusterGet(*miniclusters, path)) {
+      minicluster_gets.push_back(path);
+      if (minicluster_get_status != 200)
+        return {minicluster_get_status, "", ""};
+      return *got;
+    }
     calls.push_back({"get", path, "", json(), false});
     if (path.find("/services/") != std::string::npos) {
       return {200, service_get_body, ""};
@@ -318,6 +373,10 @@ class RecordingApi : public kube::KubeApi {
     return {get_status, get_body, ""};
   }
   std::vector<Call> calls;
+  // The API server's MiniClusters (the fixture's cache unless a test says).
+  const kube::ObjectStore* miniclusters = nullptr;
+  std::vector<std::string> minicluster_gets;
+  long minicluster_get_status = 200;
   long get_status = 200;
   std::string get_body = "{}";
   long create_status = 201;
@@ -338,6 +397,7 @@ struct Fixture {
       {miniclusters, services, jobs, workloads, network_policies},
       api,
       kOptions};
+  Fixture() { api.miniclusters = &miniclusters; }
 };
 
 TEST(Reconciler, CreatesFromCachesThroughTheApi) {
@@ -546,6 +606,57 @@ TEST(Reconciler, UsesTheWorkloadLabelledWithTheJobUid) {
 TEST(Reconciler, MissingMiniClusterIsDone) {
   Fixture f;
   EXPECT_FALSE(f.reconciler.Reconcile("science/gone").retry());
+  EXPECT_TRUE(f.api.calls.empty());
+}
+
+// The cache holds the trimmed MiniCluster; the Job is created from the
+// whole one, read from the API server.
+TEST(Reconciler, CreatesTheJobFromTheWholeMiniClusterNotTheCachedCopy) {
+  Fixture f;
+  kube::ObjectStore server;
+  const json whole = LargeMiniCluster();
+  server.Upsert(whole);
+  json cached = whole;
+  TrimMiniClusterForCache(cached);
+  f.miniclusters.Upsert(cached);
+  f.api.miniclusters = &server;
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_EQ(f.api.minicluster_gets,
+            std::vector<std::string>{"/apis/minicluster.dev/v1alpha1/"
+                                     "namespaces/science/miniclusters/demo"});
+  ASSERT_GE(f.api.calls.size(), 3u);
+  ASSERT_EQ(f.api.calls[2].body["kind"], "Job");
+  EXPECT_EQ(f.api.calls[2].body,
+            DesiredJob(*ParseMiniCluster(whole).minicluster, kOptions));
+}
+
+TEST(Reconciler, ReadsNoMiniClusterOnceItsJobIsCached) {
+  Fixture f;
+  const json mc = MiniClusterObject();
+  f.miniclusters.Upsert(mc);
+  f.services.Upsert(StoredService(mc));
+  f.network_policies.Upsert(StoredNetworkPolicy(mc));
+  f.jobs.Upsert(StoredJob(mc, false));
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_TRUE(f.api.minicluster_gets.empty());
+}
+
+TEST(Reconciler, MiniClusterGoneFromTheApiServerIsDone) {
+  Fixture f;
+  const kube::ObjectStore server;  // deleted; the cache has not seen it yet
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.miniclusters = &server;
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_EQ(f.api.minicluster_gets.size(), 1u);
+  EXPECT_TRUE(f.api.calls.empty());
+}
+
+TEST(Reconciler, UnreadableMiniClusterIsRetriedWithoutWrites) {
+  Fixture f;
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.api.minicluster_get_status = 503;
+  EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+            RetryReason::kMiniClusterLookupFailed);
   EXPECT_TRUE(f.api.calls.empty());
 }
 

@@ -3,6 +3,11 @@
 #define FCC_TEST_CONTROLLER_TEST_OBJECTS_H_
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kube/kube_client.h"
+#include "kube/object_store.h"
 
 namespace fcc::controller::testing {
 
@@ -37,6 +42,25 @@ inline nlohmann::json MiniClusterWithPodFields() {
                      {"name": "scratch", "mountPath": "/run2/scratch"}]
   })"));
   return object;
+}
+
+// A fake API server's answer to a MiniCluster GET (the reconciler reads
+// the whole MiniCluster before it creates a Job), from `store`; nullopt if
+// `path` is not a MiniCluster's.
+inline std::optional<kube::HttpResponse> MiniClusterGet(
+    const kube::ObjectStore& store, const std::string& path) {
+  const std::string ns_marker = "/namespaces/", marker = "/miniclusters/";
+  const auto at = path.find(marker);
+  const auto ns_at = path.find(ns_marker);
+  if (at == std::string::npos || ns_at == std::string::npos) {
+    return std::nullopt;
+  }
+  const auto ns_start = ns_at + ns_marker.size();
+  const std::string key = path.substr(ns_start, at - ns_start) + "/" +
+                          path.substr(at + marker.size());
+  auto object = store.Get(key);
+  if (!object) return kube::HttpResponse{404, "", ""};
+  return kube::HttpResponse{200, object->dump(), ""};
 }
 
 }  // namespace fcc::controller::testing
