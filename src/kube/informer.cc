@@ -3,6 +3,9 @@
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstddef>
+
 #include "kube/api_path.h"
 #include "kube/line_buffer.h"
 #include "kube/object_meta.h"
@@ -11,11 +14,6 @@ namespace fcc::kube {
 namespace {
 
 using nlohmann::json;
-
-// Each page is parsed whole (untrimmed) before its items are trimmed and
-// kept, so the page size bounds the transient memory of a list
-// (docs/performance.md, "Controller benchmark").
-constexpr int kListPageSize = 100;
 
 // The last state of an object that vanished between two lists: only its
 // key is known.
@@ -32,6 +30,13 @@ json GoneObject(const std::string& key) {
 }
 
 }  // namespace
+
+int NextListPageSize(size_t page_bytes, size_t page_items, int limit) {
+  if (page_items == 0) return limit;
+  const size_t per_item = std::max<size_t>(page_bytes / page_items, 1);
+  return static_cast<int>(
+      std::clamp<size_t>(kListPageBytes / per_item, 1, kMaxListPage));
+}
 
 void TrimForCache(json& object) {
   auto metadata = object.find("metadata");
@@ -63,8 +68,9 @@ std::expected<Informer::Listed, Informer::ListFailed> Informer::FetchPages(
     common::StopSignal& stop) {
   Listed listed;
   std::string continue_token;
+  int limit = kFirstListPage;
   do {
-    std::string extra = "limit=" + std::to_string(kListPageSize);
+    std::string extra = "limit=" + std::to_string(limit);
     if (!continue_token.empty())
       extra += "&continue=" + UrlEncode(continue_token);
     HttpResponse response =
@@ -87,9 +93,12 @@ std::expected<Informer::Listed, Informer::ListFailed> Informer::FetchPages(
     }
     if (auto items = list.find("items");
         items != list.end() && items->is_array()) {
+      limit = NextListPageSize(response.body.size(), items->size(), limit);
       for (auto& item : *items) {
         if (options_.trim) options_.trim(item);
-        listed.items.push_back(std::move(item));
+        // A copy, not a move: the kept objects are then allocated apart
+        // from the page's large strings, which free whole pages of heap.
+        listed.items.push_back(item);
       }
     }
     const json& meta = FieldAt(list, "metadata");

@@ -26,6 +26,16 @@ namespace fcc::kube {
 // is often the largest part of an object (a few KiB per manager).
 void TrimForCache(nlohmann::json& object);
 
+// The `limit` of a list's next page, from the page just read: about
+// kListPageBytes of objects of the size seen, within [1, kMaxListPage].
+// Each page is parsed whole before its items are trimmed, so a page of
+// large objects (etcd allows 1.5 MiB each) must be short, while small ones
+// come many to a page. The first page asks for kFirstListPage.
+inline constexpr int kFirstListPage = 5;
+inline constexpr int kMaxListPage = 500;
+inline constexpr size_t kListPageBytes = size_t{2} << 20;
+int NextListPageSize(size_t page_bytes, size_t page_items, int limit);
+
 class Informer {
  public:
   // Called for each change with the object (for deletes, its last state).

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "kube/backoff.h"
+#include "kube/informer.h"
 #include "kube/line_buffer.h"
 #include "kube/object_meta.h"
 #include "kube/object_store.h"
@@ -14,6 +15,17 @@ namespace {
 
 using nlohmann::json;
 using Type = WatchEvent::Type;
+
+// A list's pages hold about kListPageBytes of the objects seen: etcd's
+// largest one by one, a tenant's 128 KiB MiniClusters 16 at a time, small
+// objects kMaxListPage at a time.
+TEST(NextListPageSize, PagesHoldAboutTwoMiBOfObjectsOfTheSizeSeen) {
+  EXPECT_EQ(NextListPageSize(5 * 1'500'000, 5, kFirstListPage), 1);
+  EXPECT_EQ(NextListPageSize(5 * 131'072, 5, kFirstListPage), 16);
+  EXPECT_EQ(NextListPageSize(5 * 2'000, 5, kFirstListPage), kMaxListPage);
+  EXPECT_EQ(NextListPageSize(50u << 20, 1, 16), 1);  // never below one
+  EXPECT_EQ(NextListPageSize(1'000, 0, 7), 7);       // an empty page: as was
+}
 
 TEST(ParseWatchEvent, AddedModifiedDeleted) {
   for (auto [word, type] : {std::pair{"ADDED", Type::kAdded},
