@@ -32,8 +32,8 @@ void TrimForCache(nlohmann::json& object);
 // large objects (etcd allows 1.5 MiB each) must be short, while small ones
 // come many to a page. The first page asks for kFirstListPage.
 inline constexpr int kFirstListPage = 5;
-inline constexpr int kMaxListPage = 500;
-inline constexpr size_t kListPageBytes = size_t{2} << 20;
+inline constexpr int kMaxListPage = 100;
+inline constexpr size_t kListPageBytes = size_t{512} << 10;
 int NextListPageSize(size_t page_bytes, size_t page_items, int limit);
 
 class Informer {

@@ -16,15 +16,16 @@ namespace {
 using nlohmann::json;
 using Type = WatchEvent::Type;
 
-// A list's pages hold about kListPageBytes of the objects seen: etcd's
-// largest one by one, a tenant's 128 KiB MiniClusters 16 at a time, small
-// objects kMaxListPage at a time.
-TEST(NextListPageSize, PagesHoldAboutTwoMiBOfObjectsOfTheSizeSeen) {
+// A list's pages hold about kListPageBytes (512 KiB) of the objects seen:
+// etcd's largest one by one, a tenant's 128 KiB MiniClusters 4 at a time,
+// small objects kMaxListPage at a time.
+TEST(NextListPageSize, PagesHoldAboutHalfAMiBOfObjectsOfTheSizeSeen) {
   EXPECT_EQ(NextListPageSize(5 * 1'500'000, 5, kFirstListPage), 1);
-  EXPECT_EQ(NextListPageSize(5 * 131'072, 5, kFirstListPage), 16);
+  EXPECT_EQ(NextListPageSize(5 * 131'072, 5, kFirstListPage), 4);
+  EXPECT_EQ(NextListPageSize(5 * 20'000, 5, kFirstListPage), 26);
   EXPECT_EQ(NextListPageSize(5 * 2'000, 5, kFirstListPage), kMaxListPage);
-  EXPECT_EQ(NextListPageSize(50u << 20, 1, 16), 1);  // never below one
-  EXPECT_EQ(NextListPageSize(1'000, 0, 7), 7);       // an empty page: as was
+  EXPECT_EQ(NextListPageSize(50u << 20, 1, 4), 1);  // never below one
+  EXPECT_EQ(NextListPageSize(1'000, 0, 7), 7);      // an empty page: as was
 }
 
 TEST(ParseWatchEvent, AddedModifiedDeleted) {
