@@ -58,7 +58,9 @@ using nlohmann::json;
 
 struct Args {
   int count = 1000;
-  int workers = 2;  // the controller's default --workers
+  int workers = 2;   // the controller's default --workers
+  int spec_kib = 0;  // env entries added to every MiniCluster, KiB
+  bool skip_floors = false;
   bool serial_floor = false;
   std::string controller = FCC_CONTROLLER_BINARY;
   std::string crd = FCC_CRD_FILE;
@@ -241,10 +243,16 @@ double DeleteNamespaceAndWait(const kube::KubeClient& client,
 // One MiniCluster of the benchmark: queued (Kueue's queue-name label; no
 // Kueue runs here), so its Job stays suspended and the Job controller of
 // kube-controller-manager creates no pods, in both phases alike.
-json BenchMiniCluster(const std::string& ns, int i) {
+// `spec_kib` KiB of env entries make it as large as a tenant's may be.
+json BenchMiniCluster(const std::string& ns, int i, int spec_kib) {
   char name[32];
   std::snprintf(name, sizeof name, "mc-%05d", i);
-  return json{
+  json env = json::array();
+  for (int k = 0; k < spec_kib; ++k) {
+    env.push_back({{"name", "PAD_" + std::to_string(k)},
+                   {"value", std::string(1000, 'x')}});
+  }
+  json mc{
       {"apiVersion", ctl::kApiVersion},
       {"kind", ctl::kKind},
       {"metadata",
@@ -257,6 +265,8 @@ json BenchMiniCluster(const std::string& ns, int i) {
         {"command", {"flux", "run", "-N", "4", "hostname"}},
         {"fluxUser", {{"uid", 1000}, {"gid", 1000}}},
         {"resources", {{"requests", {{"cpu", "1"}, {"memory", "512Mi"}}}}}}}};
+  if (!env.empty()) mc["spec"]["env"] = std::move(env);
+  return mc;
 }
 
 // Runs `count` requests on `concurrency` threads, each taking the next
@@ -279,14 +289,16 @@ double RunConcurrently(int count, int concurrency,
 // uid the controller puts in ownerReferences) and the time it took.
 std::vector<json> CreateMiniClusters(const kube::KubeClient& client,
                                      const std::string& ns, int count,
-                                     int concurrency, double* seconds,
+                                     int spec_kib, int concurrency,
+                                     double* seconds,
                                      Clock::time_point* first_request) {
   std::vector<json> created(count);
   const std::string path =
       kube::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
   if (first_request) *first_request = Clock::now();
   *seconds = RunConcurrently(count, concurrency, [&](int i) {
-    auto r = client.Request("POST", path, BenchMiniCluster(ns, i).dump());
+    auto r =
+        client.Request("POST", path, BenchMiniCluster(ns, i, spec_kib).dump());
     CheckOk(r, "create MiniCluster");
     created[i] = json::parse(r.body);
   });
@@ -582,7 +594,8 @@ void WarmUp(const kube::KubeClient& client, const Args& args) {
   const std::string path =
       kube::CollectionPath(ctl::kApiVersion, ctl::kPlural, ns);
   RunConcurrently(20, args.workers, [&](int i) {
-    const auto r = client.Request("POST", path, BenchMiniCluster(ns, i).dump());
+    const auto r =
+        client.Request("POST", path, BenchMiniCluster(ns, i, 0).dump());
     CheckOk(r, "warm-up: create MiniCluster");
     WriteLikeTheController(api, json::parse(r.body), options);
   });
@@ -616,7 +629,8 @@ FloorResult RunFloor(const kube::KubeClient& client, const Args& args,
                            args.profile_prefix(profiled ? "floor" : ""));
   result.requests_before = ScrapeRequests(client);
   result.floor_s = RunConcurrently(args.count, concurrency, [&](int i) {
-    const auto r = client.Request("POST", path, BenchMiniCluster(ns, i).dump());
+    const auto r = client.Request(
+        "POST", path, BenchMiniCluster(ns, i, args.spec_kib).dump());
     CheckOk(r, "floor: create MiniCluster");
     WriteLikeTheController(api, json::parse(r.body), options);
   });
@@ -755,6 +769,22 @@ void PrintMemory(const char* when, const ProcMemory& m) {
               m.anon_mib, m.file_mib);
 }
 
+void PrintControllerMemory(const Args& args, const ProcMemory& idle,
+                           const ProcMemory& at_done, const ProcMemory& settled,
+                           const ProcMemory& restarted) {
+  std::printf(
+      "\nController memory, MiB (/proc/<pid>/status), MiniClusters with %d "
+      "KiB of env:\n",
+      args.spec_kib);
+  std::printf("  %-44s %6s %6s %7s %7s\n", "", "VmRSS", "VmHWM", "RssAnon",
+              "RssFile");
+  PrintMemory("idle, caches synced (empty)", idle);
+  PrintMemory(("every write seen (" + std::to_string(args.count) + ")").c_str(),
+              at_done);
+  PrintMemory("quiet", settled);
+  PrintMemory("restarted with all in place, quiet", restarted);
+}
+
 std::string LoadAverage() {
   std::ifstream in("/proc/loadavg");
   std::string one, five, fifteen;
@@ -772,6 +802,11 @@ int main(int argc, char** argv) {
   app.add_option("--workers", args.workers,
                  "the controller's --workers, and the floor's concurrency")
       ->check(CLI::Range(1, 64));
+  app.add_option("--spec-kib", args.spec_kib,
+                 "KiB of env entries in every MiniCluster (a large spec)")
+      ->check(CLI::Range(0, 1400));
+  app.add_flag("--skip-floors", args.skip_floors,
+               "measure the controller alone (memory with large specs)");
   app.add_flag("--serial-floor", args.serial_floor,
                "also measure the floor at concurrency 1 (reference)");
   app.add_option("--controller", args.controller,
@@ -806,14 +841,17 @@ int main(int argc, char** argv) {
 
   // Floor first, on an API server that has not seen the controller yet.
   std::vector<FloorResult> floors;
-  floors.push_back(
-      RunFloor(client, args, "bench-floor", args.workers, "before"));
-  // For reference: as many requests in flight as the controller phase has
-  // at most (the bench's creating threads and the controller's workers).
-  floors.push_back(
-      RunFloor(client, args, "bench-floor-wide", 2 * args.workers, "before"));
-  if (args.serial_floor && args.workers != 1)
-    floors.push_back(RunFloor(client, args, "bench-floor-serial", 1, "before"));
+  if (!args.skip_floors) {
+    floors.push_back(
+        RunFloor(client, args, "bench-floor", args.workers, "before"));
+    // For reference: as many requests in flight as the controller phase has
+    // at most (the bench's creating threads and the controller's workers).
+    floors.push_back(
+        RunFloor(client, args, "bench-floor-wide", 2 * args.workers, "before"));
+    if (args.serial_floor && args.workers != 1)
+      floors.push_back(
+          RunFloor(client, args, "bench-floor-serial", 1, "before"));
+  }
 
   // The controller phase.
   const std::string ns = "bench-controller";
@@ -837,8 +875,8 @@ int main(int argc, char** argv) {
   ApiServerProfile profile(client, args.profile_prefix("controller"));
   Clock::time_point first_create;
   double mc_create_s = 0;
-  CreateMiniClusters(client, ns, args.count, args.workers, &mc_create_s,
-                     &first_create);
+  CreateMiniClusters(client, ns, args.count, args.spec_kib, args.workers,
+                     &mc_create_s, &first_create);
   const auto done_at =
       watches.Wait(Clock::now() + std::chrono::seconds(args.timeout_s));
   if (!done_at) {
@@ -880,6 +918,14 @@ int main(int argc, char** argv) {
   // The floor again: the machine is shared, and its load drifts over the
   // minutes of a run; the target uses the mean of the floors before and
   // after the controller phase.
+  if (args.skip_floors) {
+    std::printf(
+        "\nController alone: first create to every write seen %.2f s, CPU "
+        "%.2f s; restart with %d in place ready in %.2f s\n",
+        controller_s, controller_cpu_s, args.count, restart_ready_s);
+    PrintControllerMemory(args, idle, at_done, settled, restarted);
+    return 0;
+  }
   floors.push_back(
       RunFloor(client, args, "bench-floor-after", args.workers, "after"));
   const FloorResult& floor_after = floors.back();
@@ -943,14 +989,7 @@ int main(int argc, char** argv) {
   PrintRequests("controller phase, after that until quiet:", requests_done,
                 requests_quiet, -1);
 
-  std::printf("\nController memory, MiB (/proc/<pid>/status):\n");
-  std::printf("  %-44s %6s %6s %7s %7s\n", "", "VmRSS", "VmHWM", "RssAnon",
-              "RssFile");
-  PrintMemory("idle, caches synced (empty)", idle);
-  PrintMemory(("every write seen (" + std::to_string(n) + ")").c_str(),
-              at_done);
-  PrintMemory("quiet", settled);
-  PrintMemory("restarted with all in place, quiet", restarted);
+  PrintControllerMemory(args, idle, at_done, settled, restarted);
 
   const double ratio = controller_s / floor_s;
   const double worst_rss =
