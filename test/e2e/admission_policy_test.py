@@ -12,6 +12,13 @@ by impersonation) holds create rights on pods, Jobs and CronJobs in the
 test namespace; the controller runs as its own ServiceAccount with
 deploy/controller/rbac.yaml, as deployed.
 
+test_name_label: only the pods the Job controller makes for the Job of
+that name carry a MiniCluster's minicluster.dev/name label (the label its
+headless Service selects): a user's pod with a broker's hostname,
+subdomain and label, a user's Job that labels its pods so, and a label
+added to a running pod are refused; the same requests pass without the
+policy.
+
 test_controller_confined: what the controller's own token (TokenRequest,
 ServiceAccount minicluster-system/minicluster-controller with its
 ClusterRole) may create under controller.yaml: a Job and Service exactly as
@@ -38,6 +45,8 @@ POLICY_DIR = os.path.join(REPO, "deploy", "admission-policy")
 PODS_POLICY = "curve-volume-pods.minicluster.dev"
 JOBS_POLICY = "curve-volume-jobs.minicluster.dev"
 COUNT_POLICY = "curve-volume-count.minicluster.dev"
+NAME_POLICY = "minicluster-name-label.minicluster.dev"
+NAME_LABEL = "minicluster.dev/name"
 PER_POD_CAP = 1  # the driver's --max-volumes-per-pod (deploy/daemonset/daemonset.yaml)
 DRIVER = "curve.minicluster.dev"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
@@ -544,5 +553,83 @@ def test_volume_count(work):
     check(f"name: {COUNT_POLICY}" in rendered, "deploy/admission-policy/ does not include volume-count.yaml")
 
 
+def check_name_refused(r, user, what):
+    """Refused by the name-label policy, naming the fix and who asked."""
+    err = r.stderr.strip()
+    check(r.returncode != 0, f"{what} was admitted: {r.stdout.strip()}")
+    check(f"ValidatingAdmissionPolicy '{NAME_POLICY}'" in err, f"{what}: not refused by {NAME_POLICY}: {err}")
+    check("remove the label from this pod" in err, f"{what}: no fix in the message: {err}")
+    check(f"(request by {user})" in err, f"{what}: the message does not name {user}: {err}")
+    log(f"{what}: refused: {err.split('denied request: ', 1)[-1]}")
+
+
+def test_name_label(work):
+    """A pod author cannot take a MiniCluster broker's place in its Service
+    (issue 30, item 7): the label is refused on every pod but the Job
+    controller's for the Job of that name."""
+    ns = "e2e-vap-name"
+    create_namespace(ns)
+    kubectl("create", "role", "pods", "-n", ns, "--verb=create,get,list,patch,update,delete",
+            "--resource=pods,jobs")
+    kubectl("create", "rolebinding", "pods", "-n", ns, "--role=pods", f"--user={USER}")
+    container = {"containers": [{"name": "c", "image": IMAGE}]}
+
+    def squatter(name, mc="lab", owner=None):
+        meta = {"labels": {NAME_LABEL: mc}, **({"ownerReferences": [owner]} if owner else {})}
+        return {**pod(name, ns, metadata=meta),
+                "spec": {**container, "hostname": f"{mc}-0", "subdomain": mc}}
+
+    def job_owner(name, uid="00000000-0000-0000-0000-000000000003"):
+        return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid, "controller": True}
+
+    policy = os.path.join(POLICY_DIR, "name-label.yaml")
+    kubectl("delete", "-f", policy, "--ignore-not-found")
+    wait_for("the policy out of force", lambda: create(squatter("s"), USER, dry_run=True).returncode == 0,
+             timeout=30)
+    check_admitted(create(squatter("s"), USER, dry_run=True), "a squatting pod, no policy")
+    kubectl("apply", "-f", policy)
+    wait_enforced(squatter("s"), USER, "a squatting pod")
+    check_name_refused(create(squatter("s"), USER), USER, "a pod with broker lab-0's name and label")
+    check_name_refused(create(squatter("s")), "admin", "the same pod by the cluster admin")
+    check_name_refused(create(squatter("f", owner=job_owner("lab")), USER), USER,
+                       "the same pod with a forged Job owner")
+    # The Job controller's request (impersonated here): only for the Job of
+    # the label's name.
+    check_admitted(create(squatter("lab-0", owner=job_owner("lab")), JOB_CONTROLLER, dry_run=True),
+                   "the Job controller's pod of Job lab")
+    check_name_refused(create(squatter("x-0", owner=job_owner("other")), JOB_CONTROLLER, dry_run=True),
+                       JOB_CONTROLLER, "the Job controller's pod of Job other, labelled lab")
+    # A user's Job whose pods claim the label: the Job controller's creates
+    # are refused (its FailedCreate event names the policy), no pod appears.
+    other = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "other", "namespace": ns},
+             "spec": {"template": {"metadata": {"labels": {NAME_LABEL: "lab"}},
+                                   "spec": {**container, "restartPolicy": "Never"}}}}
+    check_admitted(create(other, USER), "a user's Job labelling its pods lab")
+    failed = wait_for("Job other's FailedCreate event", lambda: [
+        m for r, m in events(ns, "Job", "other") if r == "FailedCreate" and NAME_POLICY in m])
+    log(f"Job other: {failed[0]}")
+    check_eq(job_pods(ns, "other"), [], "pods of Job other")
+    # Labels are mutable: adding or changing it later is refused too; other
+    # edits of a labelled pod, and taking the label off, are not.
+    check_admitted(create({**pod("plain", ns), "spec": container}, USER), "a plain pod")
+    check_name_refused(kubectl("--as", USER, "label", "pod", "plain", "-n", ns, f"{NAME_LABEL}=lab",
+                               check_rc=False), USER, "adding the label to a running pod")
+    keep = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "keep", "namespace": ns},
+            "spec": {"suspend": True, "template": {"spec": {**container, "restartPolicy": "Never"}}}}
+    check_admitted(create(keep), "a suspended Job keep")
+    uid = get("job", "keep", ns)["metadata"]["uid"]
+    check_admitted(create(squatter("keep-0", "keep", job_owner("keep", uid)), JOB_CONTROLLER),
+                   "the Job controller's pod of Job keep")
+    check_admitted(kubectl("--as", USER, "label", "pod", "keep-0", "-n", ns, "team=physics",
+                           check_rc=False), "another label on a broker pod")
+    check_name_refused(kubectl("--as", USER, "label", "--overwrite", "pod", "keep-0", "-n", ns,
+                               f"{NAME_LABEL}=lab", check_rc=False), USER, "changing a broker pod's label")
+    check_admitted(kubectl("--as", USER, "label", "pod", "keep-0", "-n", ns, f"{NAME_LABEL}-",
+                           check_rc=False), "taking the label off")
+    rendered = kubectl("kustomize", POLICY_DIR).stdout
+    check(f"name: {NAME_POLICY}" in rendered, "deploy/admission-policy/ does not include name-label.yaml")
+
+
 if __name__ == "__main__":
-    main([test_job_controller_identity, test_policy, test_volume_count, test_controller_confined])
+    main([test_job_controller_identity, test_policy, test_volume_count, test_name_label,
+          test_controller_confined])
