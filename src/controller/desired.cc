@@ -25,13 +25,19 @@ json PodSecurityContext(const FluxUser& user) {
 // Ready once the local broker is in state `run`: a follower gets there only
 // after joining its parent, rank 0 only after every rank has joined. So with
 // Kueue's waitForPodsReady a MiniCluster whose brokers never wire up stays
-// unready. `flux uptime` prints "<time> <state> <elapsed>, owner ...".
+// unready. Asked through flux-core's Python bindings, which every Flux
+// instance needs anyway (rc1 is `flux modprobe`, Python), with no shell or
+// grep: `flux uptime` crashes (SIGSEGV) in flux-core 0.88 when the broker's
+// uid has no passwd entry, as in many application images.
 json BrokerReadinessProbe() {
-  const char* check = "flux uptime | grep -q '^ *[0-9:]* run '";
-  return json{{"exec", {{"command", json::array({"/bin/sh", "-c", check})}}},
-              {"periodSeconds", 5},
-              {"timeoutSeconds", 10},
-              {"failureThreshold", 3}};
+  const char* check =
+      "import flux, sys; "
+      "sys.exit(flux.Flux().rpc('state-machine.get').get()['state'] != 'run')";
+  return json{
+      {"exec", {{"command", json::array({"flux", "python", "-c", check})}}},
+      {"periodSeconds", 5},
+      {"timeoutSeconds", 10},
+      {"failureThreshold", 3}};
 }
 
 // FLUX_URI first: a user's own env entry of that name comes later and wins.

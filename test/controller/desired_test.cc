@@ -177,12 +177,20 @@ TEST(DesiredJob, UsersFluxUriComesLastSoItWins) {
   EXPECT_EQ(env[1]["value"], "local:///tmp/x");
 }
 
-TEST(DesiredJob, ReadyOnlyOnceTheBrokerAnswersLocally) {
+// The probe asks the local broker's state machine itself: no shell, no
+// grep, and not `flux uptime`, which crashes for a uid without a passwd
+// entry (minicluster_node: test_unknown_uid_becomes_ready runs it).
+TEST(DesiredJob, ReadyOnlyOnceTheLocalBrokerIsInStateRun) {
   const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
   const json& probe = Broker(job)["readinessProbe"];
-  const std::string check = probe["exec"]["command"][2];
-  EXPECT_EQ(check.find("flux uptime | grep -q '^ *[0-9:]* run '"), 0u) << check;
-  EXPECT_GT(probe["timeoutSeconds"], 1);  // flux uptime may take a second
+  const json& command = probe["exec"]["command"];
+  ASSERT_EQ(command.size(), 4u);
+  EXPECT_EQ(command[0], "flux");
+  EXPECT_EQ(command[1], "python");
+  const std::string check = command[3];
+  EXPECT_NE(check.find("rpc('state-machine.get')"), std::string::npos);
+  EXPECT_NE(check.find("['state'] != 'run'"), std::string::npos);
+  EXPECT_GT(probe["timeoutSeconds"], 1);  // Python starts in ~0.2 s
 }
 
 TEST(DesiredJob, CopiesMaxExecTimeLabelForKueue) {

@@ -191,6 +191,30 @@ def test_unwired_stays_unready(work):
     wait_gone(name, ns, uids)
 
 
+def test_unknown_uid_becomes_ready(work):
+    """A broker uid that the image has no passwd entry for (issue 28, item
+    0), as in many application images: flux-core 0.88's `flux uptime`
+    crashes there (SIGSEGV), so a readiness probe built on it never passes.
+    The pods still become Ready and the instance runs a job on both."""
+    ns, name, uid = "mc-nouser", "nouser", 4242
+    create_namespace(ns)
+    apply(minicluster(name, ns, 2, fluxUser={"uid": uid, "gid": uid}))
+    pods = wait_for("both brokers Running and Ready", lambda: (
+        lambda r: r if r and all(ready(p) for p in r) else None)(running_pods(name, ns, 2)),
+        timeout=240)
+    lead = pods[0]["metadata"]["name"]
+    r = kubectl("exec", "-n", ns, lead, "--", "getent", "passwd", str(uid), check_rc=False)
+    check(r.returncode != 0 and not r.stdout.strip(), f"the image has no passwd entry for {uid}: {r.stdout}")
+    r = kubectl("exec", "-n", ns, lead, "--", "flux", "uptime", check_rc=False)
+    log(f"flux uptime as uid {uid}: rc {r.returncode} {r.stderr.strip()}")
+    check(r.returncode != 0, f"flux uptime as a uid without passwd entry did not fail: {r.stdout}")
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N2", "id", "-u", timeout=120).stdout
+    check_eq(out.split(), [str(uid)] * 2, "flux run -N2 id -u")
+    uids = [p["metadata"]["uid"] for p in pods]
+    kubectl("delete", "minicluster", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
 def test_failing_command(work):
     ns, name = "mc-failing", "oops"
     create_namespace(ns)
@@ -313,6 +337,7 @@ def test_recreated_gets_new_key(work):
 
 
 if __name__ == "__main__":
-    main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_failing_command,
+    main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
+          test_failing_command,
           test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
