@@ -309,8 +309,9 @@ def start_controller(work):
     port = free_port()
     kubectl("apply", "--server-side", "-f", os.path.join(REPO, "deploy", "controller", "crd.yaml"))
     wait_crds_established(["miniclusters.minicluster.dev"])
-    # Default flags, as deploy/controller runs it (Workloads read as v1beta1,
-    # through Kueue's conversion webhook); FCC_KUEUE_WORKLOAD_API overrides.
+    # The binary's default Workload API (v1beta1, read through Kueue's
+    # conversion webhook); deploy/controller passes v1beta2, which the node
+    # tests run. FCC_KUEUE_WORKLOAD_API overrides.
     api = ["--kueue-workload-api", WORKLOAD_API] if WORKLOAD_API else []
     # Only MiniClusters' Workloads (Kueue copies the label, start_kueue).
     c = Process("controller", [binary, "--kubeconfig", os.environ["KUBECONFIG"], "--log-level", "debug",
