@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Renders charts/flux-curve-csi with helm and deploy/ with kustomize (the
+source of truth) and checks that they are the same objects: with default
+values exactly, and with each value changed exactly as that value says (the
+expected objects are made from the kustomize render here, so a template that
+misses one place fails). Every difference is listed, by object and field.
+
+usage: check_chart.py INSTALL_HELM INSTALL_KUSTOMIZE CHART_DIR DEPLOY_DIR
+(INSTALL_*: scripts/install-helm and scripts/install-kustomize, which print
+the path of the tool, building it once)
+"""
+
+import copy
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import manifests as m
+
+KUBELET_DIR = "/var/lib/kubelet"
+IMAGE = "ghcr.io/flux-curve-csi/flux-curve-csi:v0.1.0"
+DRIVER_NS = "flux-curve-csi"
+CONTROLLER_NS = "minicluster-system"
+ADMISSION_KINDS = {"ValidatingAdmissionPolicy",
+                   "ValidatingAdmissionPolicyBinding"}
+
+
+def tool(script):
+    """The path scripts/install-* prints (its build log goes to stderr)."""
+    return subprocess.run([script], check=True, stdout=subprocess.PIPE,
+                          text=True).stdout.strip()
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
+    return p.stdout
+
+
+def key(obj):
+    md = obj.get("metadata", {})
+    return (obj.get("apiVersion"), obj.get("kind"), md.get("namespace"),
+            md.get("name"))
+
+
+def label(k):
+    return "/".join(x for x in (k[1], k[2], k[3]) if x)
+
+
+def keyed(objects, what):
+    result = {}
+    for o in objects:
+        k = key(o)
+        if k in result:
+            sys.exit(f"FAIL: {what} has {label(k)} twice")
+        result[k] = o
+    return result
+
+
+def diff(got, want, path=""):
+    """Paths where `got` (the chart's) differs from `want`, readable."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        out = []
+        for k in sorted(set(got) | set(want), key=str):
+            p = f"{path}.{k}" if path else str(k)
+            if k not in got:
+                out.append(f"{p}: missing in chart (expected {want[k]!r})")
+            elif k not in want:
+                out.append(f"{p}: not expected (chart has {got[k]!r})")
+            else:
+                out += diff(got[k], want[k], p)
+        return out
+    if isinstance(got, list) and isinstance(want, list):
+        out = []
+        for i in range(max(len(got), len(want))):
+            p = f"{path}[{i}]"
+            if i >= len(got):
+                out.append(f"{p}: missing in chart (expected {want[i]!r})")
+            elif i >= len(want):
+                out.append(f"{p}: not expected (chart has {got[i]!r})")
+            else:
+                out += diff(got[i], want[i], p)
+        return out
+    if got != want or type(got) is not type(want):
+        return [f"{path}: chart {got!r} != expected {want!r}"]
+    return []
+
+
+def compare(got, want):
+    got, want = keyed(got, "chart"), keyed(want, "expected")
+    out = [f"{label(k)}: missing in chart" for k in want if k not in got]
+    out += [f"{label(k)}: not expected, chart renders it"
+            for k in got if k not in want]
+    for k in want:
+        if k in got:
+            out += [f"{label(k)}: {d}" for d in diff(got[k], want[k])]
+    return out
+
+
+def map_strings(obj, f, parent_key=None):
+    """`obj` with f(parent_key, s) applied to every string value."""
+    if isinstance(obj, dict):
+        return {k: map_strings(v, f, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [map_strings(v, f, parent_key) for v in obj]
+    if isinstance(obj, str):
+        return f(parent_key, obj)
+    return obj
+
+
+def strings(obj):
+    out = []
+    map_strings(obj, lambda _, s: out.append(s) or s)
+    return out
+
+
+def containers(objects):
+    for o in objects:
+        spec = m.pod_spec(o)
+        if spec:
+            yield from spec.get("containers", [])
+
+
+# The expected objects for each changed value, made from kustomize's.
+
+def with_kubelet_dir(objects, new):
+    return [map_strings(o, lambda _, s: s.replace(KUBELET_DIR, new))
+            for o in objects]
+
+
+def with_image(objects, image=None, pull_policy=None):
+    objects = copy.deepcopy(objects)
+    for c in containers(objects):
+        if c.get("image") == IMAGE:
+            if image:
+                c["image"] = image
+            if pull_policy:
+                c["imagePullPolicy"] = pull_policy
+    return objects
+
+
+def with_namespace(objects, old, new):
+    """Every place the namespace is named: namespace fields, the Namespace
+    itself, and the admission policies' CEL (a string literal 'old', or the
+    ServiceAccount user system:serviceaccount:old:NAME)."""
+    def f(k, s):
+        if k == "namespace" and s == old:
+            return new
+        s = s.replace(f"'{old}'", f"'{new}'")
+        return s.replace(f"system:serviceaccount:{old}:",
+                         f"system:serviceaccount:{new}:")
+    out = []
+    for o in objects:
+        o = map_strings(o, f)
+        if o["kind"] == "Namespace" and o["metadata"]["name"] == old:
+            o["metadata"]["name"] = new
+        out.append(o)
+    return out
+
+
+def without_kinds(objects, kinds):
+    return [o for o in objects if o["kind"] not in kinds]
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    helm, kustomize = tool(sys.argv[1]), tool(sys.argv[2])
+    chart, deploy = sys.argv[3], sys.argv[4]
+
+    def render(*sets):
+        args = [a for s in sets for a in ("--set", s)]
+        return m.load_all(run([helm, "template", "flux-curve-csi", chart,
+                               "--include-crds", *args]))
+
+    base = m.render(kustomize, deploy)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_dir = f"{tmp}/deploy"
+        shutil.copytree(deploy, copy_dir)
+        run([kustomize, "edit", "add", "component",
+             "components/without-admission-policy"], cwd=copy_dir)
+        without_policies = m.render(kustomize, copy_dir)
+
+    errors = []
+
+    def check(ok, message):
+        if not ok:
+            errors.append(f"kustomize side: {message}")
+
+    # The transforms must have something to change, or they prove nothing.
+    check(any(KUBELET_DIR in s for s in strings(base)),
+          f"no {KUBELET_DIR} in deploy/")
+    check(sum(c.get("image") == IMAGE for c in containers(base)) == 2,
+          f"not two containers of image {IMAGE}")
+    dropped = {key(o) for o in base} - {key(o) for o in without_policies}
+    check(dropped and {k[1] for k in dropped} == ADMISSION_KINDS
+          and len(without_policies) + len(dropped) == len(base),
+          "components/without-admission-policy does not drop exactly the "
+          f"admission policies: {sorted(map(label, dropped))}")
+    check(m.find(base, "NetworkPolicy"), "no NetworkPolicy in deploy/")
+
+    ns = with_namespace(with_namespace(base, DRIVER_NS, "csi-x"),
+                        CONTROLLER_NS, "mc-x")
+    # Whatever names the controller's namespace was found and changed; the
+    # driver's name is also the app's, so only its namespace uses are.
+    left = [s for s in strings(ns)
+            if CONTROLLER_NS in s or f"'{DRIVER_NS}'" in s
+            or f":{DRIVER_NS}:" in s]
+    check(not left, f"namespace names left after the transform: {left}")
+
+    cases = [
+        ("defaults", [], base),
+        ("kubeletDir=/data/kubelet", ["kubeletDir=/data/kubelet"],
+         with_kubelet_dir(base, "/data/kubelet")),
+        ("kubeletDir=/data/kubelet/ (trailing slash)",
+         ["kubeletDir=/data/kubelet/"],
+         with_kubelet_dir(base, "/data/kubelet")),
+        ("image.repository, image.tag",
+         ["image.repository=registry.example.com/fcc", "image.tag=v9.9.9"],
+         with_image(base, image="registry.example.com/fcc:v9.9.9")),
+        ("image.pullPolicy=Always", ["image.pullPolicy=Always"],
+         with_image(base, pull_policy="Always")),
+        ("namespaces.driver=csi-x, namespaces.controller=mc-x",
+         ["namespaces.driver=csi-x", "namespaces.controller=mc-x"], ns),
+        ("namespaces.create=false", ["namespaces.create=false"],
+         without_kinds(base, {"Namespace"})),
+        ("admissionPolicy.enabled=false", ["admissionPolicy.enabled=false"],
+         without_policies),
+        ("networkPolicies.enabled=false", ["networkPolicies.enabled=false"],
+         without_kinds(base, {"NetworkPolicy"})),
+    ]
+    # A difference already found with defaults is listed once, there.
+    seen = set()
+    for name, sets, want in cases:
+        found = [e for e in compare(render(*sets), want) if e not in seen]
+        seen.update(found)
+        errors += [f"[{name}] {e}" for e in found]
+
+    # Values that would break the CEL or the paths are refused.
+    for bad in ("namespaces.driver=Bad_NS", "namespaces.controller=a'b",
+                "kubeletDir=relative/kubelet"):
+        p = subprocess.run([helm, "template", "x", chart, "--set", bad],
+                           capture_output=True, text=True)
+        if p.returncode == 0:
+            errors.append(f"[{bad}] chart renders it; want a values error")
+
+    # The comparison itself catches a changed field.
+    broken = copy.deepcopy(base)
+    for c in containers(broken):
+        c["image"] = "x"
+    if len(compare(broken, base)) != 2:
+        errors.append("compare() misses changed fields")
+
+    for e in errors:
+        print(f"FAIL {e}")
+    if errors:
+        sys.exit(f"{len(errors)} difference(s) between the chart and deploy/")
+    print(f"ok: chart == kustomize build deploy/ ({len(base)} objects), "
+          f"and {len(cases) - 1} changed values change exactly their places")
+
+
+if __name__ == "__main__":
+    main()
