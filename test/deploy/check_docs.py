@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Every ```yaml block in docs/*.md must parse, and every use of this
-driver in one must carry what the driver needs: the driver name, readOnly,
-only known attributes with valid values and, for a flux-operator
-MiniCluster, a brokerConfig whose curve_cert is on the CSI mount.
+"""README.md links every page of docs/. Every ```yaml block in docs/*.md
+must parse, and every use of this driver in one must carry what the driver
+needs: the driver name, readOnly, only known attributes with valid values
+and, for a flux-operator MiniCluster, a brokerConfig whose curve_cert is on
+the CSI mount.
 
 usage: check_docs.py DOCS_DIR
 """
@@ -110,9 +111,22 @@ def check_text(text, where):
     return c.errors
 
 
+def unlinked_pages(readme, pages):
+    """The pages of docs/ that README.md does not link to."""
+    linked = set(re.findall(r"\]\(docs/([^)#]+\.md)", readme))
+    return sorted(set(pages) - linked)
+
+
 def main():
     docs = sys.argv[1]
     errors, blocks = [], 0
+    # A stranger starts at README.md: every page must be reachable from it.
+    pages = [os.path.basename(p) for p in glob.glob(os.path.join(docs, "*.md"))]
+    with open(os.path.join(docs, "..", "README.md")) as fh:
+        readme = fh.read()
+    errors += [f"README.md does not link docs/{p}" for p in unlinked_pages(readme, pages)]
+    if "not-a-page.md" not in unlinked_pages(readme, pages + ["not-a-page.md"]):
+        errors.append("self-test: an unlinked page went unnoticed")
     for path in sorted(glob.glob(os.path.join(docs, "*.md"))):
         with open(path) as fh:
             text = fh.read()
