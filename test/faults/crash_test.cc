@@ -63,6 +63,14 @@ class CrashTest : public RealDriverTest {
                          Cert("default", s.minicluster), s.owner, s.owner);
   }
 
+  // A driver that closed its connections on its own (a sanitizer report
+  // ends the process) says why only in its log, which is deleted with the
+  // test's root.
+  std::string WithLogTail(const std::string& failure) const {
+    return failure + "\n--- the driver's log, last lines:\n" +
+           LogTail(log(), 150);
+  }
+
   std::vector<PodState> pods_;
 };
 
@@ -134,12 +142,7 @@ TEST_F(CrashTest, Kill9DuringConcurrentPublishAndUnpublish) {
     client_.reset();
     driver_->Kill9();
     for (auto& th : threads) th.join();
-    // A driver that closed its connections before the kill (a sanitizer
-    // report ends the process) says why only in its log, which is deleted
-    // with the test's root.
-    ASSERT_EQ(unexpected.load(), 0)
-        << first_unexpected << "\n--- the driver's log, last lines:\n"
-        << LogTail(log(), 150);
+    ASSERT_EQ(unexpected.load(), 0) << WithLogTail(first_unexpected);
 
     // After the kill: every target fully published or not mounted (with
     // mount(2), whose publish mounts before it writes, an operation in
@@ -170,12 +173,7 @@ TEST_F(CrashTest, Kill9DuringConcurrentPublishAndUnpublish) {
     threads.clear();
     for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t, rng());
     for (auto& th : threads) th.join();
-    // A driver that closed its connections before the kill (a sanitizer
-    // report ends the process) says why only in its log, which is deleted
-    // with the test's root.
-    ASSERT_EQ(unexpected.load(), 0)
-        << first_unexpected << "\n--- the driver's log, last lines:\n"
-        << LogTail(log(), 150);
+    ASSERT_EQ(unexpected.load(), 0) << WithLogTail(first_unexpected);
     total_ops += completed.load();
     EXPECT_GE(completed.load(), kOpsPerRound - kThreads);
     EXPECT_LT(before_restart, kOpsPerRound + 1);

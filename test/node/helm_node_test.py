@@ -15,33 +15,32 @@ this shows Helm itself installs and removes them in a working order.
 Env: FCC_DRIVER (the flux-curve-csi binary), FCC_KEEP=1.
 """
 
+import functools
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_lib import (NAMESPACE, daemonset_ready, driver_image, driver_pod,  # noqa: E402
-                      expected_public, our_mounts)
+from node_lib import (CONTROLLER_NS, NAMESPACE, controller_ready, daemonset_ready,  # noqa: E402
+                      driver_image, driver_pod, expected_public, our_mounts)
 from minicluster_node_test import (all_images, index0_logs, minicluster, pods_of,  # noqa: E402
                                    public_key_of, state, wait_gone)
 from e2e_lib import (REPO, apply, check, check_eq, create_namespace, get, kubectl,  # noqa: E402
                      main, wait_for)
 
 RELEASE = "flux-curve-csi"
-CONTROLLER_NS = "minicluster-system"
+
+
+@functools.cache
+def helm_binary():
+    return subprocess.run([os.path.join(REPO, "scripts", "install-helm")], capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def helm(*args):
-    binary = subprocess.run([os.path.join(REPO, "scripts", "install-helm")], capture_output=True,
-                            text=True, check=True).stdout.strip()
-    r = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"helm {' '.join(args[:2])}: {r.stderr.strip()}")
     return r.stdout
-
-
-def controller_ready():
-    status = (get("deployment", "minicluster-controller", CONTROLLER_NS) or {}).get("status", {})
-    return status.get("readyReplicas") == 2
 
 
 def install_with_helm(work):

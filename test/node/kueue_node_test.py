@@ -36,7 +36,8 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kueue"))
-from node_lib import daemonset_ready, driver_pod, events_of, install, mounts_of  # noqa: E402
+from node_lib import (CONTROLLER_NS, NAMESPACE, controller_ready, daemonset_ready,  # noqa: E402
+                      driver_pod, events_of, install, mounts_of)
 from minicluster_node_test import (all_images, minicluster, pods_of, public_key_of,  # noqa: E402
                                    running_pods, state, wait_gone)
 from e2e_lib import (REPO, apply, check, check_eq, get, items, kubectl, log, main,  # noqa: E402
@@ -44,8 +45,6 @@ from e2e_lib import (REPO, apply, check, check_eq, get, items, kubectl, log, mai
 from kueue_test import start_kueue  # noqa: E402
 
 NS = "default"  # the LocalQueue of examples/kueue lives here
-NAMESPACE = "flux-curve-csi"
-CONTROLLER_NS = "minicluster-system"
 QUOTA_CPU = "400m"
 POD_CPU = "100m"
 STARTED = []
@@ -248,11 +247,8 @@ def test_kueue_down(work):
     log(f"driver pod back {time.monotonic() - t0:.1f}s after the fix (DaemonSet retry back-off)")
     ctl = items("pods", CONTROLLER_NS, "app.kubernetes.io/name=minicluster-controller")
     kubectl("-n", CONTROLLER_NS, "delete", "pod", ctl[0]["metadata"]["name"], "--wait=false")
-    wait_for("the controller Deployment's two replicas Ready again", lambda: (
-        (get("deployment", "minicluster-controller", CONTROLLER_NS) or {}).get("status", {})
-        .get("readyReplicas") == 2 and len(items("pods", CONTROLLER_NS,
-                                                 "app.kubernetes.io/name=minicluster-controller")) == 2),
-        timeout=120)
+    wait_for("the controller Deployment's two replicas Ready again", lambda: controller_ready() and len(
+        items("pods", CONTROLLER_NS, "app.kubernetes.io/name=minicluster-controller")) == 2, timeout=120)
     # What stays: a user's pod still needs Kueue (docs/kueue.md).
     check('failed calling webhook "mpod.kb.io"' in pod_refusal(NS), "a user's pod is still refused")
     check_eq(pod_refusal(NAMESPACE), "", "a pod in flux-curve-csi is no longer sent to Kueue")

@@ -204,6 +204,15 @@ def daemonset_ready():
         and st.get("updatedNumberScheduled") == 1
 
 
+CONTROLLER_NS = "minicluster-system"
+
+
+def controller_ready():
+    """Both replicas of the controller's Deployment Ready."""
+    status = (get("deployment", "minicluster-controller", CONTROLLER_NS) or {}).get("status", {})
+    return status.get("readyReplicas") == 2
+
+
 def driver_pod():
     pods = [p for p in items("pods", NAMESPACE, "app.kubernetes.io/component=node")
             if not p["metadata"].get("deletionTimestamp")]
