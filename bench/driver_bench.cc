@@ -51,6 +51,9 @@ constexpr int kExitSkip = 77;
 struct Args {
   std::vector<int> concurrency = {1, 8, 64};
   std::vector<int> volumes = {2000, 3000, 3000};  // per concurrency level
+  // A new connection per call, as kubelet dials: its levels and volumes.
+  std::vector<int> per_call_concurrency = {1, 8};
+  std::vector<int> per_call_volumes = {1000, 2000};
   int pods_per_minicluster = 8;
   int memory_volumes = 1000;
   int scale_volumes = 5000;  // the driver's volumes held for the scale run
@@ -423,15 +426,7 @@ LevelResult RunDriver(CsiClient& client, pid_t driver_pid, const Batch& batch,
 }
 
 // The gRPC round trip alone: an RPC the driver answers without any work.
-std::string NoopCall(CsiClient& client) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  csi::v1::NodeGetCapabilitiesRequest request;
-  csi::v1::NodeGetCapabilitiesResponse response;
-  return StatusError(
-      client.node().NodeGetCapabilities(&context, request, &response));
-}
+std::string NoopCall(CsiClient& client) { return StatusError(client.Noop()); }
 
 Phase RunNoop(CsiClient& client, int n, int threads) {
   return RunPhase(n, threads, [&](int) { return NoopCall(client); });
@@ -644,6 +639,19 @@ void PrintPhaseRow(const std::string& impl, int concurrency, const char* op,
               p.Mean(), p.Quantile(0.5), p.Quantile(0.99), p.Max(), p.errors);
 }
 
+// Adds r's errors to `errors` and names the first of each phase.
+void CountErrors(const LevelResult& r, int& errors) {
+  errors += r.publish.errors + r.unpublish.errors;
+  if (r.publish.errors) {
+    std::fprintf(stderr, "%s c=%d publish: %s\n", r.impl.c_str(), r.concurrency,
+                 r.publish.first_error.c_str());
+  }
+  if (r.unpublish.errors) {
+    std::fprintf(stderr, "%s c=%d unpublish: %s\n", r.impl.c_str(),
+                 r.concurrency, r.unpublish.first_error.c_str());
+  }
+}
+
 const char* Verdict(bool ok) { return ok ? "ok" : "MISSED"; }
 
 // Issue 18's targets, each a ratio of figures measured in this run. The
@@ -697,6 +705,77 @@ void PrintTargets(const std::map<int, const LevelResult*>& driver_at,
     const Phase& u = driver_at.at(64)->unpublish;
     std::printf("  p99/mean c=64 publish, unpublish (issue 7)  %5.2f %5.2f\n",
                 p.Quantile(0.99) / p.Mean(), u.Quantile(0.99) / u.Mean());
+  }
+}
+
+// One level of the per-call mode: every driver call and no-op on a new
+// connection; floor-api measured beside them.
+struct PerCallLevel {
+  LevelResult driver;
+  LevelResult api;
+  Phase noop;
+};
+
+PerCallLevel RunPerCall(CsiClient& per_call, pid_t driver_pid,
+                        const std::string& pods_dir, const std::string& cert,
+                        int threads, int n, const Args& args,
+                        int metrics_port) {
+  const std::string tag = "pc" + std::to_string(threads);
+  PerCallLevel level;
+  level.api = RunFloor(MakeBatch(pods_dir, "a" + tag, n, args), threads, cert,
+                       "api-pc");
+  level.driver =
+      RunDriver(per_call, driver_pid, MakeBatch(pods_dir, "d" + tag, n, args),
+                threads, metrics_port);
+  level.driver.impl = "driver-pc";
+  level.noop = RunNoop(per_call, n, threads);
+  return level;
+}
+
+double DriverCpuPerPairUs(const LevelResult& r) {
+  return r.driver_cpu_s / r.publish.latency_us.size() * 1e6;
+}
+
+// Issue 28's targets: what a new connection per call (kubelet's way) costs
+// the driver against one kept connection, and a per-call publish against a
+// per-call no-op plus the driver's syscalls.
+void PrintPerCall(const std::map<int, PerCallLevel>& per_call_at,
+                  const std::map<int, const LevelResult*>& driver_at) {
+  if (per_call_at.empty()) return;
+  std::printf(
+      "\nA new connection per call, as kubelet dials (per-call mode):\n"
+      "%4s %10s %10s %9s %9s %9s %9s %12s %12s\n",
+      "c", "pairs/s", "noop/s", "pub mean", "pub p99", "noop mean", "api mean",
+      "CPU/pair pc", "CPU/pair one");
+  for (const auto& [c, l] : per_call_at) {
+    const double shared =
+        driver_at.count(c) ? DriverCpuPerPairUs(*driver_at.at(c)) : 0;
+    std::printf("%4d %10.0f %10.0f %9.0f %9.0f %9.0f %9.0f %12.0f %12.0f\n", c,
+                l.driver.PairsPerSecond(), l.noop.PerSecond(),
+                l.driver.publish.Mean(), l.driver.publish.Quantile(0.99),
+                l.noop.Mean(), l.api.publish.Mean(),
+                DriverCpuPerPairUs(l.driver), shared);
+  }
+  std::printf("\nTargets (issue 28; ratios within this run):\n");
+  for (const auto& [c, l] : per_call_at) {
+    if (!driver_at.count(c)) continue;
+    const double ratio =
+        DriverCpuPerPairUs(l.driver) / DriverCpuPerPairUs(*driver_at.at(c));
+    std::printf(
+        "  driver CPU per pair c=%d, per-call / one connection  %5.2f  "
+        "(<= 1.5)  %s\n",
+        c, ratio, Verdict(ratio <= 1.5));
+  }
+  if (per_call_at.count(1)) {
+    const PerCallLevel& l = per_call_at.at(1);
+    const double sum = l.noop.Mean() + l.api.publish.Mean();
+    const double mean = l.driver.publish.Mean() / sum;
+    std::printf(
+        "  mean publish c=1 / (per-call noop + floor-api) %.0f us %5.2f  "
+        "(<= 1.2)  %s\n",
+        sum, mean, Verdict(mean <= 1.2));
+    std::printf("  p99 publish c=1 / the same sum                      %5.2f\n",
+                l.driver.publish.Quantile(0.99) / sum);
   }
 }
 
@@ -803,6 +882,8 @@ int Usage() {
       stderr,
       "usage: driver_bench [--csv FILE] [--concurrency 1,8,64]\n"
       "                    [--volumes 2000,3000,3000] [--memory-volumes 1000]\n"
+      "                    [--per-call-concurrency 1,8]\n"
+      "                    [--per-call-volumes 1000,2000]\n"
       "                    [--scale-volumes 5000] [--scale-sample 300]\n"
       "                    [--pods-per-minicluster 8] [--warmup 64]\n"
       "                    [--log-level info] [--driver BINARY]\n"
@@ -824,6 +905,10 @@ int main(int argc, char** argv) {
       args.concurrency = ParseInts(value);
     } else if (flag == "--volumes") {
       args.volumes = ParseInts(value);
+    } else if (flag == "--per-call-concurrency") {
+      args.per_call_concurrency = ParseInts(value);
+    } else if (flag == "--per-call-volumes") {
+      args.per_call_volumes = ParseInts(value);
     } else if (flag == "--memory-volumes") {
       args.memory_volumes = std::stoi(value);
     } else if (flag == "--scale-volumes") {
@@ -844,6 +929,12 @@ int main(int argc, char** argv) {
   }
   if (args.volumes.size() != args.concurrency.size()) {
     std::fprintf(stderr, "--volumes needs one count per --concurrency level\n");
+    return 2;
+  }
+  if (args.per_call_volumes.size() != args.per_call_concurrency.size()) {
+    std::fprintf(stderr,
+                 "--per-call-volumes needs one count per "
+                 "--per-call-concurrency level\n");
     return 2;
   }
 
@@ -950,6 +1041,20 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(root.pods_dir());
     std::filesystem::create_directories(root.pods_dir());
   }
+  // kubelet's way: a new connection for every call.
+  std::map<int, PerCallLevel> per_call_at;
+  {
+    CsiClient per_call(options.socket_path, CsiClient::Connection::kPerCall);
+    for (size_t l = 0; l < args.per_call_concurrency.size(); ++l) {
+      const int c = args.per_call_concurrency[l];
+      const int n = args.per_call_volumes[l];
+      per_call_at[c] = RunPerCall(per_call, driver.pid(), root.pods_dir(), cert,
+                                  c, n, args, metrics_port);
+      publishes += n;
+      std::filesystem::remove_all(root.pods_dir());
+      std::filesystem::create_directories(root.pods_dir());
+    }
+  }
   const Memory after_levels = ReadMemory(driver.pid());
 
   // Memory with volumes published (held, then released).
@@ -999,15 +1104,16 @@ int main(int argc, char** argv) {
     if (r.impl == "driver") {
       PrintPhaseRow("grpc", r.concurrency, "noop", noop_at[r.concurrency]);
     }
-    errors += r.publish.errors + r.unpublish.errors;
-    if (r.publish.errors) {
-      std::fprintf(stderr, "%s c=%d publish: %s\n", r.impl.c_str(),
-                   r.concurrency, r.publish.first_error.c_str());
+    CountErrors(r, errors);
+  }
+  for (const auto& [c, l] : per_call_at) {
+    for (const LevelResult* r : {&l.api, &l.driver}) {
+      PrintPhaseRow(r->impl, c, "publish", r->publish);
+      PrintPhaseRow(r->impl, c, "unpublish", r->unpublish);
+      CountErrors(*r, errors);
     }
-    if (r.unpublish.errors) {
-      std::fprintf(stderr, "%s c=%d unpublish: %s\n", r.impl.c_str(),
-                   r.concurrency, r.unpublish.first_error.c_str());
-    }
+    PrintPhaseRow("grpc-pc", c, "noop", l.noop);
+    errors += l.noop.errors;
   }
 
   std::printf("\n%4s %14s %14s %8s   %s\n", "c", "driver pairs/s",
@@ -1052,6 +1158,7 @@ int main(int argc, char** argv) {
   PrintTargets(driver_at, api_at, noop_at);
   PrintSerial(driver_at, serial_at);
   PrintHandlerSplit(driver_at, api_at, noop_at);
+  PrintPerCall(per_call_at, driver_at);
   const auto mib = [](long kib) { return kib / 1024.0; };
   const auto print_memory = [&](const std::string& when, const Memory& m,
                                 const std::string& target) {
@@ -1104,6 +1211,19 @@ int main(int argc, char** argv) {
       }
       for (double v : r.unpublish.latency_us) {
         csv << r.impl << ',' << r.concurrency << ",unpublish," << v << '\n';
+      }
+    }
+    for (const auto& [c, l] : per_call_at) {
+      for (double v : l.noop.latency_us) {
+        csv << "grpc-pc," << c << ",noop," << v << '\n';
+      }
+      for (const LevelResult* r : {&l.api, &l.driver}) {
+        for (double v : r->publish.latency_us) {
+          csv << r->impl << ',' << c << ",publish," << v << '\n';
+        }
+        for (double v : r->unpublish.latency_us) {
+          csv << r->impl << ',' << c << ",unpublish," << v << '\n';
+        }
       }
     }
     std::printf("\nwrote %s\n", args.csv.c_str());

@@ -22,6 +22,10 @@ SERIES = {
     ("floor-api", "publish"): ("floor-api publish (the driver's syscalls)",
                                "tab:green", "-."),
     ("grpc", "noop"): ("no-op RPC (gRPC round trip)", "tab:gray", "--"),
+    ("driver-pc", "publish"): ("driver publish, a connection per call",
+                               "tab:purple", "-"),
+    ("grpc-pc", "noop"): ("no-op RPC, a connection per call", "tab:purple",
+                          "--"),
 }
 
 

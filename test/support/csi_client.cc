@@ -21,31 +21,57 @@ namespace {
 
 }  // namespace
 
-CsiClient::CsiClient(const std::string& socket_path)
-    : channel_(grpc::CreateChannel("unix://" + socket_path,
-                                   grpc::InsecureChannelCredentials())),
+CsiClient::CsiClient(const std::string& socket_path, Connection connection)
+    : target_("unix://" + socket_path),
+      connection_(connection),
+      channel_(
+          grpc::CreateChannel(target_, grpc::InsecureChannelCredentials())),
       identity_(csi::v1::Identity::NewStub(channel_)),
       node_(csi::v1::Node::NewStub(channel_)) {}
 
-grpc::Status CsiClient::Publish(
-    const csi::v1::NodePublishVolumeRequest& request) {
+std::unique_ptr<csi::v1::Node::Stub> CsiClient::PerCallNode() const {
+  grpc::ChannelArguments args;
+  // gRPC C++ shares connections between channels of one process by default;
+  // a local pool makes this channel dial its own, closed when it goes.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return csi::v1::Node::NewStub(grpc::CreateCustomChannel(
+      target_, grpc::InsecureChannelCredentials(), args));
+}
+
+template <typename Call>
+grpc::Status CsiClient::OnNode(const Call& call) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(30));
-  csi::v1::NodePublishVolumeResponse response;
-  return node_->NodePublishVolume(&context, request, &response);
+  if (connection_ == Connection::kShared) return call(*node_, context);
+  return call(*PerCallNode(), context);
+}
+
+grpc::Status CsiClient::Publish(
+    const csi::v1::NodePublishVolumeRequest& request) {
+  return OnNode([&](csi::v1::Node::Stub& node, grpc::ClientContext& context) {
+    csi::v1::NodePublishVolumeResponse response;
+    return node.NodePublishVolume(&context, request, &response);
+  });
 }
 
 grpc::Status CsiClient::Unpublish(const std::string& volume_id,
                                   const std::string& target_path) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
   csi::v1::NodeUnpublishVolumeRequest request;
   request.set_volume_id(volume_id);
   request.set_target_path(target_path);
-  csi::v1::NodeUnpublishVolumeResponse response;
-  return node_->NodeUnpublishVolume(&context, request, &response);
+  return OnNode([&](csi::v1::Node::Stub& node, grpc::ClientContext& context) {
+    csi::v1::NodeUnpublishVolumeResponse response;
+    return node.NodeUnpublishVolume(&context, request, &response);
+  });
+}
+
+grpc::Status CsiClient::Noop() {
+  return OnNode([](csi::v1::Node::Stub& node, grpc::ClientContext& context) {
+    csi::v1::NodeGetCapabilitiesRequest request;
+    csi::v1::NodeGetCapabilitiesResponse response;
+    return node.NodeGetCapabilities(&context, request, &response);
+  });
 }
 
 bool CsiClient::WaitReady(std::chrono::milliseconds timeout) {

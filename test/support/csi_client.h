@@ -14,11 +14,19 @@ namespace fcc::testing {
 
 class CsiClient {
  public:
-  explicit CsiClient(const std::string& socket_path);
+  // kShared: one connection for every call, as a long-lived client keeps.
+  // kPerCall: a new connection for each Publish, Unpublish and Noop, closed
+  // after it, as kubelet v1.35 makes (pkg/volume/csi/csi_client.go).
+  enum class Connection { kShared, kPerCall };
+
+  explicit CsiClient(const std::string& socket_path,
+                     Connection connection = Connection::kShared);
 
   grpc::Status Publish(const csi::v1::NodePublishVolumeRequest& request);
   grpc::Status Unpublish(const std::string& volume_id,
                          const std::string& target_path);
+  // NodeGetCapabilities: a round trip the driver answers with no work.
+  grpc::Status Noop();
   // True once Probe answers ready within `timeout`.
   bool WaitReady(std::chrono::milliseconds timeout);
 
@@ -26,6 +34,13 @@ class CsiClient {
   csi::v1::Node::Stub& node() { return *node_; }
 
  private:
+  // The stub for the next call: the shared one, or one on a new connection.
+  std::unique_ptr<csi::v1::Node::Stub> PerCallNode() const;
+  template <typename Call>
+  grpc::Status OnNode(const Call& call);
+
+  std::string target_;
+  Connection connection_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<csi::v1::Identity::Stub> identity_;
   std::unique_ptr<csi::v1::Node::Stub> node_;
