@@ -73,9 +73,16 @@ void Emit(YAML::Emitter& out, const json& value) {
       break;
     case json::value_t::string: {
       const auto& s = value.get_ref<const std::string&>();
-      if (s.find('\n') != std::string::npos) {
+      // A literal block as yaml-cpp writes it ("|", clip, no indentation
+      // indicator) reads back with exactly one final newline and no leading
+      // blank or space, so only such strings take that form.
+      const bool multiline = s.find('\n') != std::string::npos;
+      const bool literal_safe = s.size() > 1 && s.front() != ' ' &&
+                                s.front() != '\n' && s.ends_with('\n') &&
+                                !s.ends_with("\n\n");
+      if (multiline && literal_safe) {
         out << YAML::Literal << s;
-      } else if (NeedsQuotes(s)) {
+      } else if (multiline || NeedsQuotes(s)) {
         out << YAML::DoubleQuoted << s;
       } else {
         out << s;

@@ -17,6 +17,18 @@ TEST(Yaml, RoundTripKeepsTypes) {
   EXPECT_EQ(back->front(), value) << JsonToYaml(value);
 }
 
+// A literal block ("|") keeps exactly one final newline, so strings with
+// none or several must still round-trip (a probe's Python, a script).
+TEST(Yaml, RoundTripKeepsFinalNewlines) {
+  for (const char* s :
+       {"a\nb", "a\nb\n", "a\nb\n\n", "\n", "a\n  b\n", " a\nb\n", "\na\n"}) {
+    const json value = {{"s", s}};
+    const auto back = YamlToJson(JsonToYaml(value));
+    ASSERT_TRUE(back) << back.error();
+    EXPECT_EQ(back->front(), value) << JsonToYaml(value);
+  }
+}
+
 TEST(Yaml, ReportsSyntaxErrorsWithLine) {
   const auto parsed = YamlToJson("a: [1, 2\nb: 3\n");
   ASSERT_FALSE(parsed);
