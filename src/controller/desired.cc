@@ -25,14 +25,20 @@ json PodSecurityContext(const FluxUser& user) {
 // Ready once the local broker is in state `run`: a follower gets there only
 // after joining its parent, rank 0 only after every rank has joined. So with
 // Kueue's waitForPodsReady a MiniCluster whose brokers never wire up stays
-// unready. Asked through flux-core's Python bindings, which every Flux
-// instance needs anyway (rc1 is `flux modprobe`, Python), with no shell or
-// grep: `flux uptime` crashes (SIGSEGV) in flux-core 0.88 when the broker's
-// uid has no passwd entry, as in many application images.
+// unready. `state-machine.wait` answers once the broker is in `run` (an
+// error after it), so a probe started while the instance wires up passes
+// the moment it is up, not a period later, and one Python start covers up
+// to timeoutSeconds of waiting. Asked through flux-core's Python bindings,
+// which every Flux instance needs anyway (rc1 is `flux modprobe`, Python),
+// with no shell or grep: `flux uptime` crashes (SIGSEGV) in flux-core 0.88
+// when the broker's uid has no passwd entry, as in many application images.
 json BrokerReadinessProbe() {
   const char* check =
-      "import flux, sys; "
-      "sys.exit(flux.Flux().rpc('state-machine.get').get()['state'] != 'run')";
+      "import flux, sys\n"
+      "try:\n"
+      "    flux.Flux().rpc('state-machine.wait').get()\n"
+      "except OSError as e:\n"
+      "    sys.exit(f'broker not in state run: {e}')";
   return json{
       {"exec", {{"command", json::array({"flux", "python", "-c", check})}}},
       {"periodSeconds", 5},
@@ -119,10 +125,10 @@ void AddPodFields(const PodFields& pod, json& spec) {
   }
 }
 
-// A broker that is PID 1 does not exit on SIGTERM, so the whole grace period
-// is spent waiting for SIGKILL: 30 s by default. Kueue can re-admit a
-// preempted MiniCluster within that time, and an old pod killed after the
-// Job is unsuspended again counts as a failure (backoffLimit 0).
+// Brokers stop on SIGTERM within seconds; the grace bounds those that do
+// not (flux-core waits 60 s for a goodbye from a parent that is gone), so
+// that Kueue does not re-admit a preempted MiniCluster while its old pods
+// run, where an old pod killed late counts as a failure (backoffLimit 0).
 constexpr int kTerminationGraceSeconds = 5;
 
 json PodSpec(const MiniCluster& mc, const DesiredOptions& opts) {

@@ -185,9 +185,16 @@ def test_unwired_stays_unready(work):
     state, uptime = wait_for("its broker waiting in state join or quorum", lambda: (
         lambda su: su if su[0] in ("join", "quorum") else None)(uptime_state()), timeout=60)
     log(f"{pname}: flux uptime: {uptime}")
-    time.sleep(12)  # two probe periods
+    time.sleep(25)  # two probe timeouts and more
     pod = get("pod", pname, ns)
     check(not ready(pod), f"{pname} is not Ready: {pod['status'].get('conditions')}")
+    # The probe waits for state run and is killed at its timeout: probes
+    # must not pile up in a broker that never wires up.
+    waiting = kubectl("exec", "-n", ns, pname, "--", "sh", "-c",
+                      # [.]: the pattern must not match this command's own line.
+                      "grep -l 'state-machine[.]wait' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").stdout
+    check(int(waiting) <= 1, f"at most one readiness probe waiting in {pname}: {waiting}")
+    log(f"{pname}: {int(waiting)} readiness probe waiting")
     uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
     kubectl("delete", "minicluster", name, "-n", ns)
     wait_gone(name, ns, uids)
