@@ -135,15 +135,23 @@ def test_preemption(work):
              timeout=180)
     keys = {n: public_key_of(all_running(n, 2)[0]["metadata"]["uid"]) for n in ("held", "second")}
     before = {n: uids_of(n) for n in keys}
+    t0 = time.monotonic()
     queued("urgent", 2, ["flux", "run", "-N2", "hostname"], priority="urgent")
     victim = wait_for("Kueue suspending one of them", lambda: next(
-        (n for n in keys if suspended(n)), None), timeout=120)
-    log(f"preempted: {victim}")
+        (n for n in keys if suspended(n)), None), timeout=120, interval=0.1)
+    t_suspended = time.monotonic()
+    log(f"preempted: {victim}, {t_suspended - t0:.1f}s after urgent's create")
     # Kueue may re-admit the victim before its old pods are gone (they get
     # the default 30 s grace): wait for those pods, not for no pods.
-    wait_for(f"{victim}'s pods gone and their volumes unmounted", lambda: not (
-        set(uids_of(victim)) & set(before[victim])) and not any(mounts_of(u) for u in before[victim]),
-        timeout=120)
+    wait_for(f"{victim}'s old pods gone", lambda: not set(uids_of(victim)) & set(before[victim]),
+             timeout=120, interval=0.1)
+    t_gone = time.monotonic()
+    wait_for("urgent's pods all Running", lambda: all_running("urgent", 2) or state("urgent", NS) in (
+        "Succeeded", "Failed"), timeout=180, interval=0.1)
+    log(f"{victim}'s old pods gone {t_gone - t_suspended:.1f}s after its suspension; urgent's pods "
+        f"Running {time.monotonic() - t0:.1f}s after its create")
+    wait_for(f"{victim}'s old volumes unmounted", lambda: not any(mounts_of(u) for u in before[victim]),
+             timeout=120)
     wait_for("urgent Succeeded", lambda: state("urgent", NS) in ("Succeeded", "Failed"), timeout=180)
     check_eq(state("urgent", NS), "Succeeded", "urgent's state")
     pods = wait_for(f"{victim} Running again after re-admission", lambda: all_running(victim, 2),
