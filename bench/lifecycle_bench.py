@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""MiniCluster lifecycle on the real node (issue 28): how long a MiniCluster
+takes to wire up against a floor, and how long its pods outlive a delete.
+
+Runs on scripts/controlplane --node with the project installed from deploy/
+(as the node tests do) and the Flux test image. Per size, in this order:
+
+- floor: an Indexed Job of that size plus its headless Service, same image,
+  same requests, whose pods only wait until every peer's name resolves, then
+  print the time; the floor is create -> the last pod's time;
+- persistent MiniCluster: create -> rank 0's broker entered state `run`
+  (its `flux dmesg`; rank 0 gets there only once every rank has joined) and
+  create -> every pod Ready (what Kueue's waitForPodsReady sees); then
+  `kubectl delete minicluster` -> every pod gone;
+- ephemeral MiniCluster running `flux run -N<size> hostname`: create ->
+  Succeeded, index 0's log checked for every hostname; then delete -> gone.
+
+Prints numbers; asserts only that what it measures happened.
+
+  unshare -m --propagation private bench/lifecycle_bench.py
+Env: FCC_DRIVER (the flux-curve-csi binary), FCC_BENCH_SIZES (default
+1,3,8), FCC_BENCH_ROUNDS (default 1), FCC_BENCH_CSV (a CSV of the rows for
+bench/plot_lifecycle.py). scripts/bench-lifecycle builds, runs and plots.
+"""
+
+import datetime
+import os
+import re
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
+from minicluster_node_test import (all_images, flux_image, index0_logs, minicluster,  # noqa: E402
+                                   pods_of, ready, state)
+from node_lib import install, mounts_of  # noqa: E402
+from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
+
+SIZES = [int(s) for s in os.environ.get("FCC_BENCH_SIZES", "1,3,8").split(",")]
+ROUNDS = int(os.environ.get("FCC_BENCH_ROUNDS", "1"))
+RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+
+# Waits until every peer's name resolves (not its own: a broker never looks
+# itself up), then prints the time (epoch s).
+FLOOR_SCRIPT = r"""set -u
+for i in $(seq 0 $((SIZE - 1))); do
+  [ "$i" = "$JOB_COMPLETION_INDEX" ] && continue
+  until getent hosts "$JOB-$i.$JOB.$NS.svc.cluster.local" >/dev/null; do sleep 0.1; done
+done
+echo "resolved $(date +%s.%N)"
+"""
+
+
+def floor_objects(name, ns, size):
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+               "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                        "selector": {"floor": name}}}
+    env = [{"name": "SIZE", "value": str(size)}, {"name": "JOB", "value": name},
+           {"name": "NS", "value": ns}]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
+           "spec": {"completions": size, "parallelism": size, "completionMode": "Indexed",
+                    "backoffLimit": 0,
+                    "template": {"metadata": {"labels": {"floor": name}},
+                                 "spec": {"subdomain": name, "restartPolicy": "Never",
+                                          "terminationGracePeriodSeconds": 5,
+                                          "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+                                          "containers": [{"name": "wait", "image": flux_image(),
+                                                          "command": ["/bin/sh", "-c", FLOOR_SCRIPT],
+                                                          "env": env, "resources": RESOURCES}]}}}}
+    return service, job
+
+
+def floor_run(ns, size, round_):
+    name = f"floor{size}r{round_}"
+    t0 = time.time()
+    for obj in floor_objects(name, ns, size):
+        apply(obj)
+    wait_for(f"{name} complete", lambda: (get("job", name, ns) or {}).get("status", {}).get(
+        "succeeded") == size, timeout=300, interval=0.5)
+    times = []
+    for pod in items("pods", ns, f"floor={name}"):
+        out = kubectl("logs", "-n", ns, pod["metadata"]["name"]).stdout
+        times.append(float(re.search(r"resolved (\S+)", out).group(1)))
+    check(len(times) == size, f"{name}: {len(times)} of {size} pods printed their time")
+    kubectl("delete", "job", name, "-n", ns, "--cascade=foreground", "--wait=true", timeout=120)
+    kubectl("delete", "service", name, "-n", ns)
+    return max(times) - t0
+
+
+def dmesg_run_time(pod, ns):
+    """The wall time at which rank 0 entered state `run` (quorum -> run)."""
+    out = kubectl("exec", "-n", ns, pod, "--", "flux", "dmesg").stdout
+    m = re.search(r"^(\S+)Z broker\.\w+\[0\]: [\w-]+: quorum->run", out, re.M)
+    check(m, f"rank 0's dmesg names quorum->run: {out[-400:]}")
+    when = datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+def delete_and_time_gone(name, ns):
+    """kubectl delete minicluster -> its Job and every pod gone: (seconds,
+    the broker exit codes seen while they went: 137 is SIGKILL at the end of
+    the grace period, 0 or 143 a broker that stopped on SIGTERM)."""
+    uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
+    exits = {}
+
+    def gone():
+        pods = pods_of(name, ns)
+        for p in pods:
+            for c in p["status"].get("containerStatuses", []):
+                done = c.get("state", {}).get("terminated")
+                if done:
+                    exits[p["metadata"]["name"]] = done["exitCode"]
+        return not pods and get("job", name, ns) is None
+
+    t0 = time.monotonic()
+    kubectl("delete", "minicluster", name, "-n", ns, "--wait=false")
+    wait_for(f"{name}'s pods gone", gone, timeout=120, interval=0.1)
+    seconds = time.monotonic() - t0
+    wait_for(f"{name}'s volumes unmounted", lambda: not any(mounts_of(u) for u in uids), timeout=90)
+    return seconds, sorted(exits.values())
+
+
+def persistent_run(ns, size, round_):
+    name = f"lab{size}r{round_}"
+    t0 = time.time()
+    apply(minicluster(name, ns, size))
+    wait_for(f"{name}: every pod Ready", lambda: (
+        lambda p: len(p) == size and all(ready(x) for x in p))(pods_of(name, ns)),
+        timeout=300, interval=0.2)
+    all_ready = time.time() - t0
+    wired = dmesg_run_time(pods_of(name, ns)[0]["metadata"]["name"], ns) - t0
+    gone, exits = delete_and_time_gone(name, ns)
+    return wired, all_ready, gone, exits
+
+
+def ephemeral_run(ns, size, round_):
+    name = f"hello{size}r{round_}"
+    t0 = time.time()
+    apply(minicluster(name, ns, size, ["flux", "run", f"-N{size}", "hostname"]))
+    wait_for(f"{name} Succeeded", lambda: state(name, ns) in ("Succeeded", "Failed"),
+             timeout=300, interval=0.2)
+    done = time.time() - t0
+    check(state(name, ns) == "Succeeded", f"{name} ended {state(name, ns)}")
+    out = index0_logs(name, ns)
+    check(all(f"{name}-{i}\n" in out for i in range(size)), f"index 0 printed every hostname: {out[-400:]}")
+    gone, exits = delete_and_time_gone(name, ns)
+    return done, gone, exits
+
+
+def bench_lifecycle(work):
+    ns = "lifecycle"
+    create_namespace(ns)
+    # The garbage collector finds a new CRD's objects on its next discovery
+    # pass (every 30 s), so the first MiniCluster deleted after the install
+    # may wait for it: measured apart, not in the rows.
+    apply(minicluster("warmup", ns, 1))
+    wait_for("warmup Running", lambda: (lambda p: len(p) == 1 and p[0]["status"].get("phase") == "Running")(
+        pods_of("warmup", ns)), timeout=300)
+    first, _ = delete_and_time_gone("warmup", ns)
+    rows = []
+    for round_ in range(ROUNDS):
+        for size in SIZES:
+            floor = floor_run(ns, size, round_)
+            wired, all_ready, gone_p, exits_p = persistent_run(ns, size, round_)
+            done, gone_e, exits_e = ephemeral_run(ns, size, round_)
+            rows.append((size, floor, wired, all_ready, gone_p, done, gone_e))
+            log(f"size {size}: floor {floor:.1f}s wired {wired:.1f}s ready {all_ready:.1f}s "
+                f"gone {gone_p:.1f}s (exit codes {exits_p}); ephemeral done {done:.1f}s "
+                f"gone {gone_e:.1f}s (exit codes {exits_e})")
+    print("\nMiniCluster lifecycle on the real node, seconds (issue 28):")
+    print(f"{'size':>4} {'floor':>7} {'wired':>7} {'wired/floor':>11} {'all Ready':>9} "
+          f"{'gone (pers.)':>12} {'ephemeral done':>14} {'gone (eph.)':>11}")
+    for size, floor, wired, all_ready, gone_p, done, gone_e in rows:
+        print(f"{size:>4} {floor:>7.1f} {wired:>7.1f} {wired / floor:>11.2f} {all_ready:>9.1f} "
+              f"{gone_p:>12.1f} {done:>14.1f} {gone_e:>11.1f}")
+    if os.environ.get("FCC_BENCH_CSV"):
+        with open(os.environ["FCC_BENCH_CSV"], "w") as f:
+            f.write("size,floor,wired,ready,gone_persistent,ephemeral_done,gone_ephemeral\n")
+            for row in rows:
+                f.write(",".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row) + "\n")
+    print(f"  the first MiniCluster deleted after the install: gone in {first:.1f}s")
+    for size in SIZES:
+        ratios = [r[2] / r[1] for r in rows if r[0] == size]
+        gone = [max(r[4], r[6]) for r in rows if r[0] == size]
+        target = "  (target <= 1.3)" if size == 8 else ""
+        print(f"  size {size}: wired/floor {min(ratios):.2f}-{max(ratios):.2f}{target}; "
+              f"slowest delete -> gone {max(gone):.1f}s (target <= 5)")
+
+
+if __name__ == "__main__":
+    main([bench_lifecycle], needs_controller=False, crd=False, node_images=all_images, setup=install)
