@@ -35,7 +35,7 @@ TEST(DesiredJob, IsSuspendedIndexedAndCompletesOnIndexZero) {
             json::parse(R"({"rules": [{"succeededIndexes": "0"}]})"));
   EXPECT_EQ(PodSpec(job)["restartPolicy"], "Never");
   EXPECT_EQ(PodSpec(job)["subdomain"], "demo");
-  EXPECT_EQ(PodSpec(job)["terminationGracePeriodSeconds"], 5);
+  EXPECT_EQ(PodSpec(job)["terminationGracePeriodSeconds"], 2);
 }
 
 TEST(DesiredJob, OwnedByTheMiniCluster) {
