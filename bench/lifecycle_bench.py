@@ -147,7 +147,7 @@ def ephemeral_run(ns, size, round_):
     return done, gone, exits
 
 
-def bench_lifecycle(work):
+def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
     ns = "lifecycle"
     create_namespace(ns)
     # The garbage collector finds a new CRD's objects on its next discovery
@@ -158,8 +158,8 @@ def bench_lifecycle(work):
         pods_of("warmup", ns)), timeout=300)
     first, _ = delete_and_time_gone("warmup", ns)
     rows = []
-    for round_ in range(ROUNDS):
-        for size in SIZES:
+    for round_ in range(rounds):
+        for size in sizes:
             floor = floor_run(ns, size, round_)
             wired, all_ready, gone_p, exits_p = persistent_run(ns, size, round_)
             done, gone_e, exits_e = ephemeral_run(ns, size, round_)
@@ -179,7 +179,7 @@ def bench_lifecycle(work):
             for row in rows:
                 f.write(",".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row) + "\n")
     print(f"  the first MiniCluster deleted after the install: gone in {first:.1f}s")
-    for size in SIZES:
+    for size in sizes:
         ratios = [r[2] / r[1] for r in rows if r[0] == size]
         gone = [max(r[4], r[6]) for r in rows if r[0] == size]
         target = "  (target <= 1.3)" if size == 8 else ""

@@ -345,8 +345,17 @@ def test_recreated_gets_new_key(work):
     check(keys[0] != keys[1], f"a re-created MiniCluster (new uid) gets a new key: {keys}")
 
 
+def test_lifecycle_bench_smoke(work):
+    """bench/lifecycle_bench.py once at size 2, on this test's node: proves
+    the benchmark still measures what it prints (no timing asserted)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import lifecycle_bench
+    lifecycle_bench.bench_lifecycle(work, sizes=[2], rounds=1)
+
+
 if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
           test_failing_command,
-          test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key],
+          test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key,
+          test_lifecycle_bench_smoke],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
