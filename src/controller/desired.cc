@@ -125,7 +125,7 @@ void AddPodFields(const PodFields& pod, json& spec) {
   }
 }
 
-// Most brokers stop on SIGTERM within 1.5-2.5 s; one whose parent is gone
+// Most brokers stop on SIGTERM within about 3 s; one whose parent is gone
 // first waits 60 s for its goodbye (flux-core's fixed timeout). A pod is
 // only ever stopped to end its instance (deletion, preemption, eviction)
 // and its output is already in the container log, so a short grace loses
