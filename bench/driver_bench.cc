@@ -852,19 +852,23 @@ void PrintScale(const std::vector<ScalePoint>& scale) {
       last.held, unpub, Verdict(unpub <= 1.2));
 }
 
+// One CSV row per call of r: impl,<key>,op,latency_us.
+void WriteLatencyRows(std::ostream& csv, const LevelResult& r, int key) {
+  for (const auto& [op, phase] : {std::pair{"publish", &r.publish},
+                                  std::pair{"unpublish", &r.unpublish}}) {
+    for (double v : phase->latency_us) {
+      csv << r.impl << ',' << key << ',' << op << ',' << v << '\n';
+    }
+  }
+}
+
 void WriteScaleCsv(const std::string& path,
                    const std::vector<ScalePoint>& scale) {
   std::ofstream csv(path);
   csv << "impl,held,op,latency_us\n";
   for (const auto& point : scale) {
-    for (const auto* r : {&point.driver, &point.api}) {
-      for (double v : r->publish.latency_us) {
-        csv << r->impl << ',' << point.held << ",publish," << v << '\n';
-      }
-      for (double v : r->unpublish.latency_us) {
-        csv << r->impl << ',' << point.held << ",unpublish," << v << '\n';
-      }
-    }
+    WriteLatencyRows(csv, point.driver, point.held);
+    WriteLatencyRows(csv, point.api, point.held);
   }
   std::printf("wrote %s\n", path.c_str());
 }
@@ -1205,26 +1209,13 @@ int main(int argc, char** argv) {
       for (double v : p.latency_us)
         csv << "grpc," << c << ",noop," << v << '\n';
     }
-    for (const auto& r : results) {
-      for (double v : r.publish.latency_us) {
-        csv << r.impl << ',' << r.concurrency << ",publish," << v << '\n';
-      }
-      for (double v : r.unpublish.latency_us) {
-        csv << r.impl << ',' << r.concurrency << ",unpublish," << v << '\n';
-      }
-    }
+    for (const auto& r : results) WriteLatencyRows(csv, r, r.concurrency);
     for (const auto& [c, l] : per_call_at) {
       for (double v : l.noop.latency_us) {
         csv << "grpc-pc," << c << ",noop," << v << '\n';
       }
-      for (const LevelResult* r : {&l.api, &l.driver}) {
-        for (double v : r->publish.latency_us) {
-          csv << r->impl << ',' << c << ",publish," << v << '\n';
-        }
-        for (double v : r->unpublish.latency_us) {
-          csv << r->impl << ',' << c << ",unpublish," << v << '\n';
-        }
-      }
+      WriteLatencyRows(csv, l.api, c);
+      WriteLatencyRows(csv, l.driver, c);
     }
     std::printf("\nwrote %s\n", args.csv.c_str());
     WriteScaleCsv(args.csv + ".scale.csv", scale);

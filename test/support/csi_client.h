@@ -34,8 +34,10 @@ class CsiClient {
   csi::v1::Node::Stub& node() { return *node_; }
 
  private:
-  // The stub for the next call: the shared one, or one on a new connection.
+  // A stub on a connection of its own, closed when the stub goes.
   std::unique_ptr<csi::v1::Node::Stub> PerCallNode() const;
+  // Runs call(stub, context) with a 30 s deadline, on the shared stub or,
+  // for kPerCall, on a PerCallNode().
   template <typename Call>
   grpc::Status OnNode(const Call& call);
 
