@@ -23,6 +23,7 @@ Env: FCC_DRIVER (the flux-curve-csi binary), FCC_BENCH_SIZES (default
 bench/plot_lifecycle.py). scripts/bench-lifecycle builds, runs and plots.
 """
 
+import collections
 import datetime
 import os
 import re
@@ -32,13 +33,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
 from minicluster_node_test import (all_images, flux_image, index0_logs, minicluster,  # noqa: E402
-                                   pods_of, ready, state)
-from node_lib import install, mounts_of  # noqa: E402
+                                   pods_of, ready_pods, running_pods, state, wait_gone)
+from node_lib import install  # noqa: E402
 from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
 
 SIZES = [int(s) for s in os.environ.get("FCC_BENCH_SIZES", "1,3,8").split(",")]
 ROUNDS = int(os.environ.get("FCC_BENCH_ROUNDS", "1"))
 RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+# One size-round, in seconds; also the CSV's columns.
+Row = collections.namedtuple("Row", "size floor wired ready gone_persistent ephemeral_done gone_ephemeral")
 
 # Waits until every peer's name resolves (not its own: a broker never looks
 # itself up), then prints the time (epoch s).
@@ -116,7 +119,7 @@ def delete_and_time_gone(name, ns):
     kubectl("delete", "minicluster", name, "-n", ns, "--wait=false")
     wait_for(f"{name}'s pods gone", gone, timeout=120, interval=0.1)
     seconds = time.monotonic() - t0
-    wait_for(f"{name}'s volumes unmounted", lambda: not any(mounts_of(u) for u in uids), timeout=90)
+    wait_gone(name, ns, uids)  # and their volumes unmounted
     return seconds, sorted(exits.values())
 
 
@@ -124,9 +127,7 @@ def persistent_run(ns, size, round_):
     name = f"lab{size}r{round_}"
     t0 = time.time()
     apply(minicluster(name, ns, size))
-    wait_for(f"{name}: every pod Ready", lambda: (
-        lambda p: len(p) == size and all(ready(x) for x in p))(pods_of(name, ns)),
-        timeout=300, interval=0.2)
+    wait_for(f"{name}: every pod Ready", lambda: ready_pods(name, ns, size), timeout=300, interval=0.2)
     all_ready = time.time() - t0
     wired = dmesg_run_time(pods_of(name, ns)[0]["metadata"]["name"], ns) - t0
     gone, exits = delete_and_time_gone(name, ns)
@@ -154,8 +155,7 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
     # pass (every 30 s), so the first MiniCluster deleted after the install
     # may wait for it: measured apart, not in the rows.
     apply(minicluster("warmup", ns, 1))
-    wait_for("warmup Running", lambda: (lambda p: len(p) == 1 and p[0]["status"].get("phase") == "Running")(
-        pods_of("warmup", ns)), timeout=300)
+    wait_for("warmup Running", lambda: running_pods("warmup", ns, 1), timeout=300)
     first, _ = delete_and_time_gone("warmup", ns)
     rows = []
     for round_ in range(rounds):
@@ -163,25 +163,25 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
             floor = floor_run(ns, size, round_)
             wired, all_ready, gone_p, exits_p = persistent_run(ns, size, round_)
             done, gone_e, exits_e = ephemeral_run(ns, size, round_)
-            rows.append((size, floor, wired, all_ready, gone_p, done, gone_e))
+            rows.append(Row(size, floor, wired, all_ready, gone_p, done, gone_e))
             log(f"size {size}: floor {floor:.1f}s wired {wired:.1f}s ready {all_ready:.1f}s "
                 f"gone {gone_p:.1f}s (exit codes {exits_p}); ephemeral done {done:.1f}s "
                 f"gone {gone_e:.1f}s (exit codes {exits_e})")
     print("\nMiniCluster lifecycle on the real node, seconds (issue 28):")
     print(f"{'size':>4} {'floor':>7} {'wired':>7} {'wired/floor':>11} {'all Ready':>9} "
           f"{'gone (pers.)':>12} {'ephemeral done':>14} {'gone (eph.)':>11}")
-    for size, floor, wired, all_ready, gone_p, done, gone_e in rows:
-        print(f"{size:>4} {floor:>7.1f} {wired:>7.1f} {wired / floor:>11.2f} {all_ready:>9.1f} "
-              f"{gone_p:>12.1f} {done:>14.1f} {gone_e:>11.1f}")
+    for r in rows:
+        print(f"{r.size:>4} {r.floor:>7.1f} {r.wired:>7.1f} {r.wired / r.floor:>11.2f} {r.ready:>9.1f} "
+              f"{r.gone_persistent:>12.1f} {r.ephemeral_done:>14.1f} {r.gone_ephemeral:>11.1f}")
     if os.environ.get("FCC_BENCH_CSV"):
         with open(os.environ["FCC_BENCH_CSV"], "w") as f:
-            f.write("size,floor,wired,ready,gone_persistent,ephemeral_done,gone_ephemeral\n")
+            f.write(",".join(Row._fields) + "\n")
             for row in rows:
                 f.write(",".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row) + "\n")
     print(f"  the first MiniCluster deleted after the install: gone in {first:.1f}s")
     for size in sizes:
-        ratios = [r[2] / r[1] for r in rows if r[0] == size]
-        gone = [max(r[4], r[6]) for r in rows if r[0] == size]
+        ratios = [r.wired / r.floor for r in rows if r.size == size]
+        gone = [max(r.gone_persistent, r.gone_ephemeral) for r in rows if r.size == size]
         target = "  (target <= 1.3)" if size == 8 else ""
         print(f"  size {size}: wired/floor {min(ratios):.2f}-{max(ratios):.2f}{target}; "
               f"slowest delete -> gone {max(gone):.1f}s (target <= 5)")

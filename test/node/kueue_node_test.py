@@ -141,8 +141,8 @@ def test_preemption(work):
         (n for n in keys if suspended(n)), None), timeout=120, interval=0.1)
     t_suspended = time.monotonic()
     log(f"preempted: {victim}, {t_suspended - t0:.1f}s after urgent's create")
-    # Kueue may re-admit the victim before its old pods are gone (they get
-    # the default 30 s grace): wait for those pods, not for no pods.
+    # Kueue may re-admit the victim before its old pods are gone (they are
+    # still in their grace): wait for those pods, not for no pods.
     wait_for(f"{victim}'s old pods gone", lambda: not set(uids_of(victim)) & set(before[victim]),
              timeout=120, interval=0.1)
     t_gone = time.monotonic()

@@ -68,6 +68,12 @@ def ready(pod):
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
 
+def ready_pods(name, ns, size):
+    """All `size` pods of the MiniCluster, once every one is Running and Ready."""
+    pods = running_pods(name, ns, size)
+    return pods if pods and all(ready(p) for p in pods) else None
+
+
 def cert_digests(pods):
     """sha256 of each pod's curve.cert as the node holds it (None if not
     mounted yet)."""
@@ -140,9 +146,7 @@ def test_persistent(work):
     create_namespace(ns)
     t0 = time.monotonic()
     apply(minicluster(name, ns, 2))
-    pods = wait_for("both brokers Running and Ready", lambda: (
-        lambda r: r if r and all(ready(p) for p in r) else None)(running_pods(name, ns, 2)),
-        timeout=240)
+    pods = wait_for("both brokers Running and Ready", lambda: ready_pods(name, ns, 2), timeout=240)
     log(f"size 2 persistent: create to Ready {time.monotonic() - t0:.1f}s")
     digests = cert_digests(pods)
     check(len(set(digests.values())) == 1 and None not in digests.values(),
@@ -208,9 +212,7 @@ def test_unknown_uid_becomes_ready(work):
     ns, name, uid = "mc-nouser", "nouser", 4242
     create_namespace(ns)
     apply(minicluster(name, ns, 2, fluxUser={"uid": uid, "gid": uid}))
-    pods = wait_for("both brokers Running and Ready", lambda: (
-        lambda r: r if r and all(ready(p) for p in r) else None)(running_pods(name, ns, 2)),
-        timeout=240)
+    pods = wait_for("both brokers Running and Ready", lambda: ready_pods(name, ns, 2), timeout=240)
     lead = pods[0]["metadata"]["name"]
     r = kubectl("exec", "-n", ns, lead, "--", "getent", "passwd", str(uid), check_rc=False)
     check(r.returncode != 0 and not r.stdout.strip(), f"the image has no passwd entry for {uid}: {r.stdout}")
