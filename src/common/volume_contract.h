@@ -19,9 +19,13 @@ inline constexpr char kDriverName[] = "curve.minicluster.dev";
 inline constexpr std::string_view kAttrMiniCluster = "minicluster";
 inline constexpr std::string_view kAttrGeneration = "generation";
 inline constexpr std::string_view kAttrOwner = "owner";
+// The master key the cert is derived from: a DNS-1123 label naming
+// <id>.key in the master key Secret. Absent: the driver's default key, whose
+// certs are those of every release before key rotation.
+inline constexpr std::string_view kAttrKeyId = "key-id";
 // All of them, in the order error messages list them.
-inline constexpr std::array<std::string_view, 3> kVolumeAttributeKeys = {
-    kAttrMiniCluster, kAttrGeneration, kAttrOwner};
+inline constexpr std::array<std::string_view, 4> kVolumeAttributeKeys = {
+    kAttrMiniCluster, kAttrGeneration, kAttrOwner, kAttrKeyId};
 
 // The one file inside every published volume.
 inline constexpr std::string_view kCertFileName = "curve.cert";

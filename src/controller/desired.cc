@@ -2,6 +2,7 @@
 
 #include "common/names.h"
 #include "common/volume_contract.h"
+#include "kube/object_meta.h"
 
 namespace fcc::controller {
 namespace {
@@ -95,19 +96,20 @@ json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
   return container;
 }
 
-json CsiVolumeSource(const MiniCluster& mc) {
+json CsiVolumeSource(const MiniCluster& mc, const DesiredOptions& opts) {
+  json attributes{{common::kAttrMiniCluster, mc.name},
+                  // A re-created MiniCluster of the same name gets a new key.
+                  {common::kAttrGeneration, mc.uid},
+                  {common::kAttrOwner, mc.spec.flux_user.OwnerAttribute()}};
+  if (!opts.key_id.empty()) attributes[common::kAttrKeyId] = opts.key_id;
   return json{{"driver", common::kDriverName},
               {"readOnly", true},
-              {"volumeAttributes",
-               {{common::kAttrMiniCluster, mc.name},
-                // A re-created MiniCluster of the same name gets a new key.
-                {common::kAttrGeneration, mc.uid},
-                {common::kAttrOwner, mc.spec.flux_user.OwnerAttribute()}}}};
+              {"volumeAttributes", std::move(attributes)}};
 }
 
-json Volumes(const MiniCluster& mc) {
+json Volumes(const MiniCluster& mc, const DesiredOptions& opts) {
   json volumes =
-      json::array({{{"name", kCurveVolume}, {"csi", CsiVolumeSource(mc)}},
+      json::array({{{"name", kCurveVolume}, {"csi", CsiVolumeSource(mc, opts)}},
                    {{"name", kConfigVolume}, {"emptyDir", json::object()}},
                    {{"name", kRunVolume}, {"emptyDir", json::object()}}});
   for (const auto& volume : mc.spec.pod.volumes) volumes.push_back(volume);
@@ -139,7 +141,7 @@ json PodSpec(const MiniCluster& mc, const DesiredOptions& opts) {
             {"terminationGracePeriodSeconds", kTerminationGraceSeconds},
             {"securityContext", PodSecurityContext(mc.spec.flux_user)},
             {"containers", json::array({BrokerContainer(mc, opts)})},
-            {"volumes", Volumes(mc)}};
+            {"volumes", Volumes(mc, opts)}};
   AddPodFields(mc.spec.pod, spec);
   return spec;
 }
@@ -170,7 +172,29 @@ std::expected<void, std::string> CheckDesiredOptions(
         "subdomain (lowercase a-z 0-9 '-' '.', e.g. cluster.local); set it to "
         "kubelet's --cluster-domain");
   }
+  if (!opts.key_id.empty() && !common::IsDns1123Label(opts.key_id)) {
+    return std::unexpected(
+        "--key-id must be a master key id: a DNS-1123 label (a-z 0-9 '-', at "
+        "most 63 characters), the name of <id>.key in the driver's "
+        "flux-curve-csi-master-key Secret; leave it empty for the default "
+        "key");
+  }
   return {};
+}
+
+std::string KeyIdOfJob(const json& job) {
+  const json& pod = kube::FieldAt(
+      kube::FieldAt(kube::FieldAt(job, "spec"), "template"), "spec");
+  const json& volumes = kube::FieldAt(pod, "volumes");
+  if (!volumes.is_array()) return "";
+  for (const auto& volume : volumes) {
+    if (kube::StringAt(volume, "name") != kCurveVolume) continue;
+    const json& csi = kube::FieldAt(volume, "csi");
+    if (kube::StringAt(csi, "driver") != common::kDriverName) return "";
+    return kube::StringAt(kube::FieldAt(csi, "volumeAttributes"),
+                          std::string(common::kAttrKeyId));
+  }
+  return "";
 }
 
 std::string FluxLocalUri(const DesiredOptions& opts) {
@@ -313,6 +337,15 @@ json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
         // A broker that fails cannot rejoin a running instance, so one
         // failure fails the Job instead of retrying a lone pod forever.
         {"backoffLimit", 0},
+        // An evicted pod (a drain, node pressure, a higher priority) is
+        // replaced rather than failing the instance: a follower's
+        // replacement gets the same cert and rejoins.
+        {"podFailurePolicy",
+         {{"rules",
+           json::array({{{"action", "Ignore"},
+                         {"onPodConditions",
+                          json::array({{{"type", "DisruptionTarget"},
+                                        {"status", "True"}}})}}})}}},
         // The instance is done when rank 0 (index 0) succeeds; the Job
         // completes and frees its quota even if followers linger.
         {"successPolicy",

@@ -29,6 +29,10 @@ struct DesiredOptions {
   // flux CLI looks with no FLUX_URI at all (the system instance's default),
   // so `kubectl exec POD -- flux ...` just works.
   std::string run_mount_path = kRunMountPath;
+  // The master key new MiniClusters' certs come from (--key-id), stamped
+  // into each Job as volumeAttributes.key-id when it is created; empty: no
+  // attribute, the driver's default key. A Job keeps its key for life.
+  std::string key_id;
 };
 
 // Checks options that reach every broker's start script and config: the
@@ -81,6 +85,10 @@ nlohmann::json DesiredService(const MiniCluster& mc,
 // The complete Job as created: suspended, Indexed, successPolicy on
 // index 0, the CSI volume and the start script.
 nlohmann::json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts);
+
+// The master key id a Job's pods get (its curve volume's key-id); "" when
+// the Job names none (the driver's default key) or is not a MiniCluster's.
+std::string KeyIdOfJob(const nlohmann::json& job);
 
 // What the controller keeps applying to an existing Job (its own labels and
 // the ownerReference). Everything else was set once, at creation, and

@@ -214,6 +214,10 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags& flags) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   cmd->add_option("--cluster-domain", flags.desired.cluster_domain,
                   "cluster DNS domain brokers use to reach each other");
+  cmd->add_option("--key-id", flags.desired.key_id,
+                  "master key id new MiniClusters' certs come from (a "
+                  "<id>.key in the driver's master key Secret; every node "
+                  "must have it first); empty: the driver's default key");
 }
 
 int Render(const std::string& file, const DesiredOptions& desired) {

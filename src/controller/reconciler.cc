@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "common/volume_contract.h"
 #include "controller/status.h"
 #include "kube/api_path.h"
 #include "kube/informer.h"
@@ -29,7 +30,16 @@ std::optional<json> ControlledJob(json job, const std::string& uid) {
 void TrimJobForCache(json& job) {
   kube::TrimForCache(job);
   auto spec = job.find("spec");
-  if (spec != job.end() && spec->is_object()) spec->erase("template");
+  if (spec == job.end() || !spec->is_object()) return;
+  // The template is most of a Job; the status reads only its key id.
+  const std::string key_id = KeyIdOfJob(job);
+  spec->erase("template");
+  if (key_id.empty()) return;
+  (*spec)["template"]["spec"]["volumes"] = json::array(
+      {{{"name", kCurveVolume},
+        {"csi",
+         {{"driver", common::kDriverName},
+          {"volumeAttributes", {{common::kAttrKeyId, key_id}}}}}}});
 }
 
 std::string RetryReasonName(RetryReason reason) {

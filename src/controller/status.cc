@@ -227,6 +227,12 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
               {"state", StateName(verdict.state)},
               {"jobName", JobName(mc)},
               {"conditions", Conditions(mc, verdict, now)}};
+  if (job != nullptr) {
+    // Pinned at the Job's create: what operators check before retiring a key.
+    if (std::string key_id = KeyIdOfJob(*job); !key_id.empty()) {
+      status["keyId"] = std::move(key_id);
+    }
+  }
   if (wl) {
     status["workload"] = {{"name", wl->name},
                           {"admitted", wl->admitted},

@@ -4,6 +4,7 @@
 //   observedGeneration: <metadata.generation the status describes>
 //   state: Pending | Queued | Running | Succeeded | Failed
 //   jobName: <the Job>
+//   keyId: <the Job's master key id; absent for the default key>
 //   workload: {name, admitted, clusterQueue, reason, message}  # with Kueue
 //   conditions: Queued, Running, Succeeded, Failed  (metav1.Condition)
 #pragma once

@@ -6,22 +6,39 @@
 #include <exception>
 
 namespace fcc::driver {
+namespace {
+
+// One entry per MiniCluster and master key ('/' is in no key id).
+std::string CacheKey(std::string_view key_id, const curve::MiniClusterId& id) {
+  return fmt::format("{}/{}", key_id, curve::DerivationInfo(id));
+}
+
+}  // namespace
+
+KeyCache::KeyCache(std::shared_ptr<KeyRing> ring, Derive derive)
+    : ring_(std::move(ring)), derive_(std::move(derive)) {}
+
 KeyCache::KeyCache(curve::Secret master_key, Derive derive)
-    : master_key_(std::move(master_key)), derive_(std::move(derive)) {}
+    : KeyCache(KeyRing::Fixed(std::move(master_key)), std::move(derive)) {}
 
 KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
-                                  const curve::MiniClusterId& id) {
-  const std::string key = curve::DerivationInfo(id);
+                                  const curve::MiniClusterId& id,
+                                  std::string_view key_id) {
+  // Asked every publish: a key added or removed since shows at once.
+  auto master_key = ring_->Find(key_id);
+  if (!master_key) throw MissingKeyError(master_key.error());
+  const std::string key = CacheKey(master_key->id, id);
   std::promise<CertPtr> derived;
-  const Claimed claimed = Claim(volume_id, key, derived);
+  const Claimed claimed = Claim(volume_id, key, master_key->id, derived);
   // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
-  if (claimed.derive) DeriveInto(derived, key, id);
+  if (claimed.derive) DeriveInto(derived, key, id, *master_key);
   // get() rethrows a failure.
   return {claimed.cert.get(), claimed.inserted, claimed.other};
 }
 
 KeyCache::Claimed KeyCache::Claim(const std::string& volume_id,
                                   const std::string& key,
+                                  const std::string& key_id,
                                   std::promise<CertPtr>& derived) {
   std::lock_guard lock(mu_);
   Claimed claimed;
@@ -31,6 +48,7 @@ KeyCache::Claimed KeyCache::Claim(const std::string& volume_id,
     // pods landing together) wait for one derivation, not one each.
     it->second.cert = derived.get_future().share();
     it->second.deriver = &derived;
+    it->second.key_id = key_id;
     claimed.derive = true;
     ++misses_;
   } else {
@@ -46,14 +64,16 @@ KeyCache::Claimed KeyCache::Claim(const std::string& volume_id,
 
 void KeyCache::DeriveInto(std::promise<CertPtr>& derived,
                           const std::string& key,
-                          const curve::MiniClusterId& id) {
+                          const curve::MiniClusterId& id,
+                          const RingKey& master_key) {
   try {
-    auto made =
-        std::make_shared<const MiniClusterCert>(derive_(master_key_, id));
+    auto made = std::make_shared<const MiniClusterCert>(
+        derive_(*master_key.secret, id));
     // Once per MiniCluster per node: operators (and driver_bench) count
     // these to see the cache work. The public key is not secret.
-    spdlog::info("derived the key of MiniCluster {} (public-key {})",
-                 id.QualifiedName(), made->public_z85);
+    spdlog::info(
+        "derived the key of MiniCluster {} from master key {} (public-key {})",
+        id.QualifiedName(), master_key.id, made->public_z85);
     derived.set_value(std::move(made));
   } catch (const std::exception& e) {
     Fail(derived, key, id, e.what());
@@ -95,8 +115,10 @@ void KeyCache::Release(const std::string& volume_id) {
 }
 
 void KeyCache::Settle(const std::string& volume_id,
-                      const curve::MiniClusterId& id, bool published) {
-  const std::string key = curve::DerivationInfo(id);
+                      const curve::MiniClusterId& id, std::string_view key_id,
+                      bool published) {
+  const std::string key = CacheKey(
+      key_id.empty() ? std::string_view(ring_->default_id()) : key_id, id);
   std::lock_guard lock(mu_);
   auto it = by_minicluster_.find(key);
   if (!published) {
@@ -116,7 +138,11 @@ void KeyCache::Settle(const std::string& volume_id,
 
 KeyCache::Stats KeyCache::GetStats() const {
   std::lock_guard lock(mu_);
-  return {hits_, misses_, by_minicluster_.size(), by_volume_.size()};
+  Stats stats{hits_, misses_, by_minicluster_.size(), by_volume_.size(), {}};
+  for (const auto& [key, entry] : by_minicluster_) {
+    stats.volumes_by_key[entry.key_id] += entry.volumes;
+  }
+  return stats;
 }
 
 }  // namespace fcc::driver

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "curve/keys.h"
 #include "curve/minicluster_cert.h"
 #include "curve/secret.h"
+#include "driver/key_ring.h"
 
 namespace fcc::driver {
 
@@ -28,12 +30,22 @@ class KeyDerivationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A publish that names a master key this node does not have. The message
+// names the id and the fix.
+class MissingKeyError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class KeyCache {
  public:
   // How a cert is made; tests substitute a failing one.
   using Derive = std::function<MiniClusterCert(const curve::Secret& master_key,
                                                const curve::MiniClusterId&)>;
 
+  explicit KeyCache(std::shared_ptr<KeyRing> ring,
+                    Derive derive = curve::MakeMiniClusterCert);
+  // A ring of one default key.
   explicit KeyCache(curve::Secret master_key,
                     Derive derive = curve::MakeMiniClusterCert);
 
@@ -48,12 +60,14 @@ class KeyCache {
     bool other_minicluster = false;
   };
 
-  // The cert for `id`, recording that `volume_id` uses it. Derives on the
-  // first use per MiniCluster; later calls are cache hits, including calls
-  // that arrive while that first derivation runs (they wait for it). Throws
-  // KeyDerivationError if that derivation fails (to every waiter; the next
-  // call derives afresh).
-  Lease Acquire(const std::string& volume_id, const curve::MiniClusterId& id);
+  // The cert for `id` from master key `key_id` ("" names the default key),
+  // recording that `volume_id` uses it. Derives on the first use per
+  // MiniCluster and key; later calls are cache hits, including calls that
+  // arrive while that first derivation runs (they wait for it). Throws
+  // MissingKeyError if the ring has no such key, KeyDerivationError if the
+  // derivation fails (to every waiter; the next call derives afresh).
+  Lease Acquire(const std::string& volume_id, const curve::MiniClusterId& id,
+                std::string_view key_id = "");
   // Ends `volume_id`'s use; a cert no volume uses is dropped (and wiped).
   // Unknown volume IDs (e.g. mounted before a restart) are ignored.
   void Release(const std::string& volume_id);
@@ -61,15 +75,18 @@ class KeyCache {
   // counts for `id` instead; after a failed one it keeps its MiniCluster, and
   // `id`'s cert is dropped unless another volume uses it.
   void Settle(const std::string& volume_id, const curve::MiniClusterId& id,
-              bool published);
+              std::string_view key_id, bool published);
 
   struct Stats {
     uint64_t hits = 0;
     uint64_t misses = 0;  // derivations
     size_t miniclusters = 0;
     size_t volumes = 0;
+    // Volumes per master key id (the keys' own ids, the default's included).
+    std::map<std::string, size_t> volumes_by_key;
   };
   Stats GetStats() const;
+  KeyRing& ring() const { return *ring_; }
 
  private:
   using CertPtr = std::shared_ptr<const MiniClusterCert>;
@@ -77,6 +94,7 @@ class KeyCache {
     // Ready once the first caller's derivation is done.
     std::shared_future<CertPtr> cert;
     const void* deriver = nullptr;  // who fulfils `cert` (identity only)
+    std::string key_id;
     size_t volumes = 0;
   };
   // What Claim found: the cert to wait for, and whether this caller derives.
@@ -89,17 +107,18 @@ class KeyCache {
   // One volume fewer for `key`; its cert is dropped when none is left.
   void DropVolumeLocked(const std::string& key);
   Claimed Claim(const std::string& volume_id, const std::string& key,
-                std::promise<CertPtr>& derived);
+                const std::string& key_id, std::promise<CertPtr>& derived);
   void DeriveInto(std::promise<CertPtr>& derived, const std::string& key,
-                  const curve::MiniClusterId& id);
+                  const curve::MiniClusterId& id, const RingKey& master_key);
   // Hands `derived`'s waiters the failure and drops the entry.
   void Fail(std::promise<CertPtr>& derived, const std::string& key,
             const curve::MiniClusterId& id, std::string_view why);
 
-  const curve::Secret master_key_;
+  const std::shared_ptr<KeyRing> ring_;
   const Derive derive_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Entry> by_minicluster_;   // info → entry
+  // Key id and derivation info → entry.
+  std::unordered_map<std::string, Entry> by_minicluster_;
   std::unordered_map<std::string, std::string> by_volume_;  // volume → info
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;

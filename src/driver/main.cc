@@ -18,6 +18,7 @@
 #include "curve/cert_file.h"
 #include "curve/minicluster_cert.h"
 #include "driver/host_fs.h"
+#include "driver/key_ring.h"
 #include "driver/master_key.h"
 #include "driver/registration_service.h"
 #include "driver/server.h"
@@ -77,12 +78,39 @@ std::expected<void, std::string> ChooseTmpfsOptions(
 }
 
 struct CertArgs {
+  std::string master_key_dir;
   std::string master_key_file;
+  std::string key_id;
   std::string namespace_name;
   std::string minicluster;
   std::string generation;
   bool public_only = false;
 };
+
+// The key a cert is made from: --key-id's file in --master-key-dir, or
+// --master-key-file (which is the default key).
+std::expected<curve::Secret, std::string> LoadCertKey(const CertArgs& args) {
+  if (args.master_key_dir.empty()) {
+    if (!args.key_id.empty()) {
+      return std::unexpected(
+          "--key-id names a key in --master-key-dir: pass --master-key-dir "
+          "(a copy of the master key Secret's files) instead of "
+          "--master-key-file");
+    }
+    if (args.master_key_file.empty()) {
+      return std::unexpected(
+          "pass --master-key-dir (with --key-id) or --master-key-file");
+    }
+    return driver::LoadMasterKey(args.master_key_file);
+  }
+  const std::string id =
+      args.key_id.empty() ? std::string(driver::kDefaultKeyId) : args.key_id;
+  if (auto ok = driver::CheckKeyId(id, "--key-id"); !ok) {
+    return std::unexpected(ok.error());
+  }
+  return driver::LoadMasterKey(args.master_key_dir + "/" + id +
+                               std::string(driver::kKeyFileSuffix));
+}
 
 int PrintCert(const CertArgs& args) {
   if (!common::IsDns1123Label(args.namespace_name)) {
@@ -94,7 +122,7 @@ int PrintCert(const CertArgs& args) {
                  "subdomain)\n";
     return 2;
   }
-  auto master_key = driver::LoadMasterKey(args.master_key_file);
+  auto master_key = LoadCertKey(args);
   if (!master_key) {
     std::cerr << master_key.error() << "\n";
     return 2;
@@ -154,9 +182,22 @@ void AddServeFlags(CLI::App& serve_cmd, driver::ServeOptions& serve) {
                   "Node ID for NodeGetInfo (the Kubernetes node name)")
       ->envname("NODE_NAME");
   serve_cmd
+      .add_option("--master-key-dir", serve.master_key_dir,
+                  "The master key Secret's volume: one <key-id>.key per key "
+                  "(>= 32 bytes, mode 0400/0600), reloaded when kubelet "
+                  "updates it; overrides --master-key-file")
+      ->envname("MASTER_KEY_DIR");
+  serve_cmd
       .add_option("--master-key-file", serve.master_key_file,
-                  "Cluster-wide master key (>= 32 bytes, mode 0400/0600)")
+                  "One master key file, used as the default key (>= 32 "
+                  "bytes, mode 0400/0600); without --master-key-dir")
       ->envname("MASTER_KEY_FILE")
+      ->capture_default_str();
+  serve_cmd
+      .add_option("--default-key-id", serve.default_key_id,
+                  "The key of volumes without volumeAttributes.key-id (all "
+                  "MiniClusters made before key rotation, flux-operator's)")
+      ->envname("DEFAULT_KEY_ID")
       ->capture_default_str();
   serve_cmd
       .add_option("--metrics-address", serve.metrics_address,
@@ -268,10 +309,16 @@ CLI::App* AddCertCommand(CLI::App& app, CertArgs& cert_args) {
       "cert",
       "Print the curve.cert a MiniCluster gets (debugging; holds its secret "
       "key unless --public-only)");
-  cert_cmd
-      ->add_option("--master-key-file", cert_args.master_key_file,
-                   "Master key file (same as the DaemonSet's)")
-      ->required();
+  auto* dir = cert_cmd->add_option(
+      "--master-key-dir", cert_args.master_key_dir,
+      "Directory of <key-id>.key files (the master key Secret's keys)");
+  auto* file = cert_cmd->add_option("--master-key-file",
+                                    cert_args.master_key_file,
+                                    "One master key file (the default key)");
+  dir->excludes(file);
+  cert_cmd->add_option("--key-id", cert_args.key_id,
+                       "The key's id (volumeAttributes.key-id; the "
+                       "MiniCluster's status.keyId); default: master");
   cert_cmd
       ->add_option("--namespace", cert_args.namespace_name,
                    "The MiniCluster's namespace")

@@ -104,7 +104,25 @@ Metrics::Metrics(const KeyCache* keys, const Publisher* publisher)
                        .Help("--max-volumes-per-node: publishes past it are "
                              "RESOURCE_EXHAUSTED")
                        .Register(*registry_)
-                       .Add({})) {}
+                       .Add({})),
+      master_keys_(prometheus::BuildGauge()
+                       .Name("flux_curve_csi_master_key")
+                       .Help("1 for each master key this node has loaded, "
+                             "by key_id (default=\"true\" for the key of "
+                             "volumes without a key-id)")
+                       .Register(*registry_)),
+      volumes_by_key_(prometheus::BuildGauge()
+                          .Name("flux_curve_csi_volumes_by_key")
+                          .Help("Volumes published by this driver process, "
+                                "by the master key their cert comes from")
+                          .Register(*registry_)),
+      volumes_key_unknown_(
+          prometheus::BuildGauge()
+              .Name("flux_curve_csi_volumes_key_unknown")
+              .Help("Volumes mounted before the driver's last restart: "
+                    "their master key cannot be told from the node")
+              .Register(*registry_)
+              .Add({})) {}
 
 void Metrics::ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
                          std::chrono::steady_clock::duration elapsed) {
@@ -123,6 +141,7 @@ void Metrics::ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
 void Metrics::RefreshKeyCache() {
   if (keys_ == nullptr) return;
   const KeyCache::Stats stats = keys_->GetStats();
+  RefreshKeyRing(stats);
   std::lock_guard lock(refresh_mu_);
   miniclusters_cached_.Set(static_cast<double>(stats.miniclusters));
   volumes_cached_.Set(static_cast<double>(stats.volumes));
@@ -141,6 +160,56 @@ void Metrics::RefreshVolumes() {
   if (publisher_ == nullptr) return;
   volumes_.Set(static_cast<double>(publisher_->CountStats().volumes));
   max_volumes_.Set(static_cast<double>(publisher_->caps().per_node));
+}
+
+void Metrics::SetByKey(prometheus::Family<prometheus::Gauge>& family,
+                       std::map<std::string, prometheus::Gauge*>& gauges,
+                       const std::map<std::string, double>& values) {
+  for (auto it = gauges.begin(); it != gauges.end();) {
+    if (values.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    family.Remove(it->second);
+    it = gauges.erase(it);
+  }
+  for (const auto& [labels, value] : values) {
+    auto [it, created] = gauges.try_emplace(labels, nullptr);
+    if (created) {
+      // "<key_id>" or "<key_id> default".
+      const size_t space = labels.find(' ');
+      std::map<std::string, std::string> names{
+          {"key_id", labels.substr(0, space)}};
+      if (&family == &master_keys_) {
+        names["default"] = space == std::string::npos ? "false" : "true";
+      }
+      it->second = &family.Add(names);
+    }
+    it->second->Set(value);
+  }
+}
+
+void Metrics::RefreshKeyRing(const KeyCache::Stats& stats) {
+  KeyRing& ring = keys_->ring();
+  ring.Refresh();
+  std::map<std::string, double> loaded;
+  for (const auto& id : ring.Ids()) {
+    loaded[id == ring.default_id() ? id + " default" : id] = 1;
+  }
+  std::map<std::string, double> volumes;
+  size_t known = 0;
+  for (const auto& [id, count] : stats.volumes_by_key) {
+    volumes[id] = static_cast<double>(count);
+    known += count;
+  }
+  std::lock_guard lock(refresh_mu_);
+  SetByKey(master_keys_, master_key_gauges_, loaded);
+  SetByKey(volumes_by_key_, volumes_by_key_gauges_, volumes);
+  if (publisher_ != nullptr) {
+    const size_t all = publisher_->CountStats().volumes;
+    volumes_key_unknown_.Set(all > known ? static_cast<double>(all - known)
+                                         : 0.0);
+  }
 }
 
 std::string Metrics::Render() {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -49,6 +50,12 @@ class Metrics final : public RpcObserver {
 
   void RefreshKeyCache();
   void RefreshVolumes();
+  // The ring's keys and the volumes per key: one gauge per key id, removed
+  // when the id goes.
+  void RefreshKeyRing(const KeyCache::Stats& stats);
+  void SetByKey(prometheus::Family<prometheus::Gauge>& family,
+                       std::map<std::string, prometheus::Gauge*>& gauges,
+                       const std::map<std::string, double>& values);
 
   std::shared_ptr<prometheus::Registry> registry_;
   Rpc publish_;
@@ -61,6 +68,11 @@ class Metrics final : public RpcObserver {
   const Publisher* publisher_;
   prometheus::Gauge& volumes_;
   prometheus::Gauge& max_volumes_;
+  prometheus::Family<prometheus::Gauge>& master_keys_;
+  prometheus::Family<prometheus::Gauge>& volumes_by_key_;
+  prometheus::Gauge& volumes_key_unknown_;
+  std::map<std::string, prometheus::Gauge*> master_key_gauges_;
+  std::map<std::string, prometheus::Gauge*> volumes_by_key_gauges_;
   std::mutex refresh_mu_;  // scrapes turn KeyCache's totals into increments
   uint64_t seen_hits_ = 0;
   uint64_t seen_misses_ = 0;

@@ -67,10 +67,16 @@ Status Publisher::Publish(const PublishSpec& spec) {
                  spec.target_path, counted.error());
     return Status(StatusCode::RESOURCE_EXHAUSTED, counted.error());
   }
-  const KeyCache::Lease lease = keys_.Acquire(spec.volume_id, spec.minicluster);
+  KeyCache::Lease lease;
+  try {
+    lease = keys_.Acquire(spec.volume_id, spec.minicluster, spec.key_id);
+  } catch (const MissingKeyError& e) {
+    // Retried by kubelet: it succeeds once the Secret volume has the key.
+    return Status(StatusCode::FAILED_PRECONDITION, e.what());
+  }
   Status status = PublishLocked(spec, *lease.cert);
   if (lease.other_minicluster) {
-    keys_.Settle(spec.volume_id, spec.minicluster, status.ok());
+    keys_.Settle(spec.volume_id, spec.minicluster, spec.key_id, status.ok());
   } else if (!status.ok() && lease.newly_acquired) {
     keys_.Release(spec.volume_id);
   }
@@ -128,7 +134,7 @@ Status Publisher::PublishOverMount(const PublishSpec& spec,
       return Status(
           StatusCode::ALREADY_EXISTS,
           fmt::format("target_path {} is already published with another "
-                      "MiniCluster, generation or owner; unpublish it "
+                      "MiniCluster, generation, owner or key; unpublish it "
                       "before publishing volume {} there",
                       target, spec.volume_id));
     case TargetVerdict::kDamaged:

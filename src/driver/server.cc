@@ -20,7 +20,7 @@
 #include "driver/health_check.h"
 #include "driver/identity_service.h"
 #include "driver/key_cache.h"
-#include "driver/master_key.h"
+#include "driver/key_ring.h"
 #include "driver/metrics.h"
 #include "driver/node_service.h"
 #include "driver/registration_service.h"
@@ -193,7 +193,7 @@ std::expected<void, std::string> CheckNodeId(const std::string& node_id) {
 // and free socket paths.
 struct Prepared {
   SocketPaths paths;
-  curve::Secret master_key;
+  std::shared_ptr<KeyRing> keys;
 };
 
 std::expected<Prepared, std::string> Prepare(const ServeOptions& options) {
@@ -202,10 +202,12 @@ std::expected<Prepared, std::string> Prepare(const ServeOptions& options) {
   }
   auto paths = ResolveSocketPaths(options);
   if (!paths) return std::unexpected(paths.error());
-  auto master_key = LoadMasterKey(options.master_key_file);
-  if (!master_key) {
-    return std::unexpected("refusing to serve: " + master_key.error());
-  }
+  // With a directory, the file (which has a default) is not used.
+  auto keys = KeyRing::Open(
+      {.dir = options.master_key_dir,
+       .file = options.master_key_dir.empty() ? options.master_key_file : "",
+       .default_id = options.default_key_id});
+  if (!keys) return std::unexpected("refusing to serve: " + keys.error());
   auto prepared = PrepareSocketPath(paths->csi, "--endpoint");
   if (prepared && !paths->registration.empty()) {
     prepared = PrepareSocketPath(paths->registration, "--registration-dir");
@@ -213,7 +215,7 @@ std::expected<Prepared, std::string> Prepare(const ServeOptions& options) {
   if (!prepared) {
     return std::unexpected("refusing to serve: " + prepared.error());
   }
-  return Prepared{std::move(*paths), std::move(*master_key)};
+  return Prepared{std::move(*paths), std::move(*keys)};
 }
 
 // The services the gRPC server serves, and the health check they feed.
@@ -354,7 +356,7 @@ int Serve(const ServeOptions& options) {
     return 1;
   }
 
-  KeyCache keys(std::move(prepared->master_key));
+  KeyCache keys(std::move(prepared->keys));
   const std::unique_ptr<LinuxHostFs> host_fs =
       MakeLinuxHostFs(options.mount_api.value_or(DetectMountApi()));
   LogMountApi(*host_fs, options);

@@ -13,7 +13,11 @@ namespace fcc::driver {
 struct ServeOptions {
   std::string endpoint;  // unix:///path/csi.sock
   std::string node_id;
+  // The master keys: a directory of <id>.key files (the Secret volume,
+  // reloaded when kubelet updates it), or one file holding the default key.
+  std::string master_key_dir;
   std::string master_key_file;
+  std::string default_key_id = "master";
   std::string metrics_address;  // host:port for /metrics, /healthz; "" = off
   // kubelet's plugins_registry as mounted here; "" = no self-registration
   // (a node-driver-registrar sidecar registers the driver instead).

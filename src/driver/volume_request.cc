@@ -8,6 +8,7 @@
 
 #include "common/names.h"
 #include "common/path.h"
+#include "driver/key_ring.h"
 
 namespace fcc::driver {
 namespace {
@@ -267,6 +268,11 @@ std::expected<PublishSpec, RequestError> WithVolumeAttributes(
       auto owner = ParseOwner(value);
       if (!owner) return Invalid("volumeAttributes.owner " + owner.error());
       spec.owner = *owner;
+    } else if (key == common::kAttrKeyId) {
+      if (auto ok = CheckKeyId(value, "volumeAttributes.key-id"); !ok) {
+        return Invalid(ok.error());
+      }
+      spec.key_id = value;
     } else {
       return Invalid(fmt::format(
           "volumeAttributes has unknown key {:?}: allowed keys are {} (check "

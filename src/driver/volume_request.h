@@ -43,6 +43,8 @@ struct PublishSpec {
   std::string target_path;
   curve::MiniClusterId minicluster;
   Owner owner;
+  // volumeAttributes.key-id; empty: the default key.
+  std::string key_id;
   std::string pod_name;  // for logs only
   std::string pod_uid;   // kubelet's; the target path is this pod's
 };

@@ -52,11 +52,13 @@ std::string KubeletVolumeId(const std::string& volume_name) {
 }
 
 // The Job the controller would create for `file`.
+// Rendered with a key id, so that the volume carries every attribute key.
 json RenderedJob(const std::string& file) {
   const auto text = common::ReadTextFile(file);
   EXPECT_TRUE(text) << text.error();
   if (!text) return {};
-  const auto rendered = controller::RenderMiniCluster(*text, {});
+  const auto rendered =
+      controller::RenderMiniCluster(*text, {.key_id = "key-2026-12"});
   EXPECT_TRUE(rendered) << file << ": " << rendered.error();
   if (!rendered) return {};
   const auto docs = kube::YamlToJson(*rendered);
@@ -125,6 +127,7 @@ TEST(Contract, EveryRenderedVolumePassesTheDriversValidation) {
         driver::ParseOwner(attrs[common::kAttrOwner].get<std::string>());
     ASSERT_TRUE(owner) << owner.error();
     EXPECT_EQ(spec->owner, *owner);
+    EXPECT_EQ(spec->key_id, attrs[common::kAttrKeyId]);
   }
 }
 

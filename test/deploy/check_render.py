@@ -116,26 +116,26 @@ def check_driver(spec, driver, serve_flags, global_flags, c):
     except KeyError as e:
         c.check(False, f"pods dir: {e}")
 
-    # The master key: Secret mounted read-only, owner-only, at the flag's dir.
-    key_file = f.get("--master-key-file", "")
+    # The master keys: the whole Secret mounted read-only, owner-only, at
+    # the flag's dir (no items: a key added for a rotation must reach it).
+    key_dir = f.get("--master-key-dir", "")
     try:
-        mount, rel = m.mount_for(driver, key_file)
+        c.check(key_dir != "", "the driver has no --master-key-dir")
+        mount, rel = m.mount_for(driver, key_dir + "/" + m.MASTER_KEY_ITEM)
         c.check(mount.get("readOnly") is True, "master key mount not readOnly")
         secret = m.volume(spec, mount["name"]).get("secret")
         if c.check(secret is not None, "master key volume is not a Secret"):
             c.equal(secret.get("secretName"), m.MASTER_KEY_SECRET,
                     "master key secretName")
-            c.equal(posixpath.dirname(key_file), mount["mountPath"].rstrip("/"),
-                    "--master-key-file dir vs the Secret's mountPath")
-            items = secret.get("items") or [{"key": m.MASTER_KEY_ITEM,
-                                             "path": m.MASTER_KEY_ITEM}]
-            item = [i for i in items if i["path"] == rel]
-            if c.check(len(item) == 1, f"Secret volume has no file {rel!r}"):
-                c.equal(item[0]["key"], m.MASTER_KEY_ITEM, "Secret key")
-                mode = item[0].get("mode", secret.get("defaultMode", 0o644))
-                c.check(mode & 0o077 == 0,
-                        f"master key mode {mode:o} is readable by group/other "
-                        "(the driver refuses it)")
+            c.equal(key_dir.rstrip("/"), mount["mountPath"].rstrip("/"),
+                    "--master-key-dir vs the Secret's mountPath")
+            c.check(not secret.get("items"),
+                    "the master key Secret volume lists items: keys added "
+                    "for a rotation would never reach the driver")
+            mode = secret.get("defaultMode", 0o644)
+            c.check(mode & 0o077 == 0,
+                    f"master key mode {mode:o} is readable by group/other "
+                    "(the driver refuses it)")
     except KeyError as e:
         c.check(False, f"master key: {e}")
     return f
@@ -402,7 +402,7 @@ def driver_accepts_args(binary, args):
     registration dir and the key redirected to a temp dir; it must come up
     serving."""
     with tempfile.TemporaryDirectory() as tmp:
-        key = os.path.join(tmp, "master.key")
+        key = os.path.join(tmp, "master.key")  # the ring's default key
         with open(key, "wb") as fh:
             fh.write(os.urandom(64))
         os.chmod(key, 0o400)
@@ -412,8 +412,8 @@ def driver_accepts_args(binary, args):
             a = str(a)
             if a.startswith("--endpoint="):
                 a = f"--endpoint=unix://{sock}"
-            elif a.startswith("--master-key-file="):
-                a = f"--master-key-file={key}"
+            elif a.startswith("--master-key-dir="):
+                a = f"--master-key-dir={tmp}"
             elif a.startswith("--metrics-address="):
                 a = "--metrics-address=127.0.0.1:0"
             elif a.startswith("--registration-dir="):
@@ -497,8 +497,12 @@ MUTATIONS = {
     "registration path": lambda o: _set_arg(
         _driver(o), "--kubelet-registration-path",
         "/var/lib/kubelet/plugins/csi-curve/csi.sock"),
-    "key file dir": lambda o: _set_arg(_driver(o), "--master-key-file",
-                                       "/etc/master.key"),
+    "key dir": lambda o: _set_arg(_driver(o), "--master-key-dir",
+                                  "/etc/master-keys"),
+    "key items": lambda o: m.volume(
+        m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
+        "master-key")["secret"].update(
+            items=[{"key": "master.key", "path": "master.key"}]),
     "unknown flag": lambda o: _driver(o)["args"].append("--verbose=5"),
     "non-root driver": lambda o: _driver(o)["securityContext"].pop(
         "runAsUser"),
@@ -541,7 +545,7 @@ MUTATIONS = {
     "policy missing": lambda o: o.remove(_policy(o, "minicluster-controller-scope.minicluster.dev")),
     "key mode": lambda o: m.volume(
         m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
-        "master-key")["secret"].update(defaultMode=0o440, items=None),
+        "master-key")["secret"].update(defaultMode=0o440),
 }
 
 
