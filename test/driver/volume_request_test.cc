@@ -376,6 +376,27 @@ TEST(ValidatePublishRequest, ChecksOwner) {
   }
 }
 
+TEST(ValidatePublishRequest, ChecksKeyId) {
+  auto r = GoodRequest();
+  auto spec = ValidatePublishRequest(r);
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->key_id, "") << "no attribute: the default key";
+  const std::string longest(63, 'a');
+  for (const char* good : {"master", "k2", "2026-12", longest.c_str()}) {
+    (*r.mutable_volume_context())["key-id"] = good;
+    spec = ValidatePublishRequest(r);
+    ASSERT_TRUE(spec) << good << ": " << spec.error().message;
+    EXPECT_EQ(spec->key_id, good);
+  }
+  const std::string too_long(64, 'a');
+  for (const char* bad : {"", "K2", "-k2", "k2-", "k2.key", "../master", "a/b",
+                          "k 2", too_long.c_str()}) {
+    SCOPED_TRACE(bad);
+    (*r.mutable_volume_context())["key-id"] = bad;
+    ExpectInvalid(r, "volumeAttributes.key-id", "DNS-1123 label");
+  }
+}
+
 TEST(ParseOwner, AcceptsUidAndUidGid) {
   EXPECT_EQ(ParseOwner("0"), (Owner{0, 0}));
   EXPECT_EQ(ParseOwner("1000"), (Owner{1000, 1000}));
