@@ -97,6 +97,13 @@ TEST_F(MetricsTest, CountersAndGaugesFollowRealPublishes) {
   // The volumes held against the node's cap (its default here), and the cap.
   EXPECT_EQ(Sample(body, "flux_curve_csi_volumes", {}), 2);
   EXPECT_EQ(Sample(body, "flux_curve_csi_max_volumes_per_node", {}), 1024);
+  // One key (--master-key-file: the default), holding both volumes.
+  EXPECT_EQ(Sample(body, "flux_curve_csi_master_key",
+                   {{"key_id", "master"}, {"default", "true"}}),
+            1);
+  EXPECT_EQ(
+      Sample(body, "flux_curve_csi_volumes_by_key", {{"key_id", "master"}}), 2);
+  EXPECT_EQ(Sample(body, "flux_curve_csi_volumes_key_unknown", {}), 0);
 
   // Counters never go back: a second scrape after more publishes only adds.
   ASSERT_TRUE(

@@ -16,12 +16,15 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_lib import (archive_name, cert_path_on_node, image_archive, install,  # noqa: E402
-                      mounts_of, node_images)
+from node_lib import (CONTROLLER_NS, NAMESPACE, archive_name, cert_path_on_node,  # noqa: E402
+                      driver_binary, driver_pod, image_archive, install, mounts_of,
+                      node_images)
 from e2e_lib import (API, apply, check, check_eq, create_namespace, get, items,  # noqa: E402
                      kubectl, log, main, wait_for)
 
@@ -355,9 +358,160 @@ def test_lifecycle_bench_smoke(work):
     lifecycle_bench.bench_lifecycle(work, sizes=[2], rounds=1)
 
 
+# ------------------------------------------------------------ key rotation
+
+def write_keys(work, ids):
+    """<id>.key files of 64 random bytes, mode 0400, in work/keys (made once
+    per id): what an operator keeps only in the Secret."""
+    keys = os.path.join(work, "keys")
+    os.makedirs(keys, exist_ok=True)
+    for key_id in ids:
+        path = os.path.join(keys, f"{key_id}.key")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(os.urandom(64))
+            os.chmod(path, 0o400)
+    return keys
+
+
+def set_master_keys(work, ids):
+    """The master key Secret holds exactly `ids` (master.key from install)."""
+    keys = write_keys(work, [i for i in ids if i != "master"])
+    files = [f"--from-file=master.key={os.path.join(work, 'master.key')}"] + [
+        f"--from-file={i}.key={os.path.join(keys, i + '.key')}" for i in ids if i != "master"]
+    secret = kubectl("-n", NAMESPACE, "create", "secret", "generic", "flux-curve-csi-master-key",
+                     *files, "--dry-run=client", "-o", "json").stdout
+    kubectl("replace", "-f", "-", input=secret)
+
+
+def driver_metrics():
+    ip = driver_pod()["status"]["podIP"]
+    with urllib.request.urlopen(f"http://{ip}:9810/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def driver_key_ids():
+    """The key ids the node's driver has loaded (a scrape reloads the ring)."""
+    try:
+        text = driver_metrics()
+    except OSError as e:
+        return f"<{e}>"
+    return sorted(re.findall(r'^flux_curve_csi_master_key\{[^}]*key_id="([^"]+)"[^}]*\} 1',
+                             text, re.M))
+
+
+def volumes_on_key(key_id):
+    found = re.search(r'^flux_curve_csi_volumes_by_key\{key_id="%s"\} (\S+)' % key_id,
+                      driver_metrics(), re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def controller_args():
+    pods = items("pods", CONTROLLER_NS, "app.kubernetes.io/name=minicluster-controller")
+    return [p["spec"]["containers"][0].get("args", []) for p in pods]
+
+
+def use_key_id(key_id):
+    """The documented switch: --key-id on the controller's Deployment; then
+    no controller pod (a terminating leader included) runs without it."""
+    deployment = get("deployment", "minicluster-controller", CONTROLLER_NS)
+    args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            if not a.startswith("--key-id=")] + [f"--key-id={key_id}"]
+    patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": args}]
+    kubectl("-n", CONTROLLER_NS, "patch", "deployment", "minicluster-controller", "--type=json",
+            "-p", json.dumps(patch))
+    kubectl("-n", CONTROLLER_NS, "rollout", "status", "deployment/minicluster-controller",
+            "--timeout=180s", timeout=200)
+    wait_for(f"every controller pod runs with --key-id={key_id}", lambda: all(
+        f"--key-id={key_id}" in a for a in controller_args()), timeout=120)
+
+
+def key_public(work, ns, name, uid, key_id):
+    return subprocess.run(
+        [driver_binary(), "cert", "--master-key-dir", os.path.join(work, "keys"), "--key-id", key_id,
+         "--namespace", ns, "--minicluster", name, "--generation", uid, "--public-only"],
+        capture_output=True, text=True, check=True).stdout.strip()
+
+
+def on_key(work, name, ns, size, key_id):
+    """A persistent MiniCluster made now is pinned to `key_id`: its status
+    says so and every pod's cert comes from that key."""
+    apply(minicluster(name, ns, size))
+    pods = wait_for(f"{name}'s brokers Ready", lambda: ready_pods(name, ns, size), timeout=240)
+    mc = get("minicluster", name, ns)
+    check_eq(mc["status"].get("keyId"), key_id, f"{name}'s status.keyId")
+    want = key_public(work, ns, name, mc["metadata"]["uid"], key_id)
+    check_eq({public_key_of(p["metadata"]["uid"]) for p in pods}, {want},
+             f"{name}'s public keys vs `cert --key-id {key_id}`")
+    return pods
+
+
+def evict(pod_name, ns):
+    body = {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": pod_name, "namespace": ns}}
+    kubectl("create", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod_name}/eviction", "-f", "-",
+            input=json.dumps(body))
+
+
+def test_key_rotation(work):
+    """Issue 26 on the real node: a persistent MiniCluster runs on key k1;
+    k2 is added and made current; a new MiniCluster gets k2; a follower of
+    the first is evicted, and its replacement gets k1 and rejoins; the first
+    is deleted and k1 removed, all without restarting the driver."""
+    ns = "mc-rotation"
+    create_namespace(ns)
+    driver = driver_pod()
+    t0 = time.monotonic()
+    set_master_keys(work, ["master", "k1"])
+    wait_for("the driver has k1", lambda: driver_key_ids() == ["k1", "master"], timeout=120)
+    log(f"rotation: k1 on the node {time.monotonic() - t0:.1f}s after the Secret's update")
+    use_key_id("k1")
+    first = on_key(work, "rot-a", ns, 2, "k1")
+
+    t0 = time.monotonic()
+    set_master_keys(work, ["master", "k1", "k2"])
+    wait_for("the driver has k2", lambda: driver_key_ids() == ["k1", "k2", "master"], timeout=120)
+    log(f"rotation: k2 on the node {time.monotonic() - t0:.1f}s after the Secret's update")
+    use_key_id("k2")
+    second = on_key(work, "rot-b", ns, 1, "k2")
+
+    # A follower of rot-a evicted (as a drain does): replaced, not failed;
+    # the replacement's cert still comes from k1 and its broker rejoins.
+    old = first[1]
+    evict(old["metadata"]["name"], ns)
+    pods = wait_for("rot-a's index 1 replaced, Running and Ready", lambda: (
+        lambda ps: ps if ps and ps[1]["metadata"]["uid"] != old["metadata"]["uid"] else None)(
+        ready_pods("rot-a", ns, 2)), timeout=180)
+    check_eq(public_key_of(pods[1]["metadata"]["uid"]), public_key_of(pods[0]["metadata"]["uid"]),
+             "the replacement's key vs index 0's (both k1)")
+    out = wait_for("flux run -N2 hostname across the replaced broker", lambda: kubectl(
+        "exec", "-n", ns, pods[0]["metadata"]["name"], "--", "flux", "run", "-N2", "hostname",
+        timeout=120, check_rc=False).stdout.split() or None, timeout=120)
+    check_eq(sorted(out), ["rot-a-0", "rot-a-1"], "rot-a's ranks after the replacement")
+    check_eq(state("rot-a", ns), "Running", "rot-a after the eviction")
+
+    # Retire k1: rot-a deleted, no volume left on k1, then removed from the
+    # Secret. rot-b (k2) is untouched.
+    kubectl("delete", "minicluster", "rot-a", "-n", ns)
+    wait_gone("rot-a", ns, [p["metadata"]["uid"] for p in first + pods])
+    check_eq(volumes_on_key("k1"), 0.0, "volumes on k1 after rot-a's deletion")
+    check_eq(volumes_on_key("k2"), 1.0, "volumes on k2 (rot-b)")
+    set_master_keys(work, ["master", "k2"])
+    wait_for("k1 gone from the driver", lambda: driver_key_ids() == ["k2", "master"], timeout=120)
+    check_eq(public_key_of(second[0]["metadata"]["uid"]),
+             key_public(work, ns, "rot-b", get("minicluster", "rot-b", ns)["metadata"]["uid"], "k2"),
+             "rot-b's cert after k1's removal")
+    now = driver_pod()
+    check_eq(now["metadata"]["uid"], driver["metadata"]["uid"], "the same driver pod throughout")
+    check_eq([c["restartCount"] for c in now["status"]["containerStatuses"]], [0],
+             "driver restarts")
+    kubectl("delete", "minicluster", "rot-b", "-n", ns)
+    wait_gone("rot-b", ns, [p["metadata"]["uid"] for p in second])
+
+
 if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
           test_failing_command,
           test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key,
-          test_lifecycle_bench_smoke],
+          test_lifecycle_bench_smoke, test_key_rotation],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
