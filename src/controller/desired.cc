@@ -337,15 +337,6 @@ json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
         // A broker that fails cannot rejoin a running instance, so one
         // failure fails the Job instead of retrying a lone pod forever.
         {"backoffLimit", 0},
-        // An evicted pod (a drain, node pressure, a higher priority) is
-        // replaced rather than failing the instance: a follower's
-        // replacement gets the same cert and rejoins.
-        {"podFailurePolicy",
-         {{"rules",
-           json::array({{{"action", "Ignore"},
-                         {"onPodConditions",
-                          json::array({{{"type", "DisruptionTarget"},
-                                        {"status", "True"}}})}}})}}},
         // The instance is done when rank 0 (index 0) succeeds; the Job
         // completes and frees its quota even if followers linger.
         {"successPolicy",

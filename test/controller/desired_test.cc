@@ -68,6 +68,42 @@ TEST(DesiredJob, MountsTheCurveCsiVolumeWithAttributes) {
   EXPECT_EQ(mount["readOnly"], true);
 }
 
+TEST(DesiredJob, StampsTheCurrentKeyIdWhenOneIsSet) {
+  const MiniCluster mc = Parse(MiniClusterObject());
+  const json plain = DesiredJob(mc, DesiredOptions{});
+  EXPECT_FALSE(PodSpec(plain)["volumes"][0]["csi"]["volumeAttributes"]
+                   .contains("key-id"))
+      << "no --key-id: no attribute, the driver's default key";
+  EXPECT_EQ(KeyIdOfJob(plain), "");
+  DesiredOptions opts;
+  opts.key_id = "k2";
+  const json pinned = DesiredJob(mc, opts);
+  EXPECT_EQ(PodSpec(pinned)["volumes"][0]["csi"]["volumeAttributes"]["key-id"],
+            "k2");
+  EXPECT_EQ(KeyIdOfJob(pinned), "k2");
+  // Only this driver's curve volume counts.
+  json other = pinned;
+  other["spec"]["template"]["spec"]["volumes"][0]["csi"]["driver"] =
+      "other.example.com";
+  EXPECT_EQ(KeyIdOfJob(other), "");
+  EXPECT_EQ(KeyIdOfJob(json::object()), "");
+}
+
+TEST(DesiredOptions, KeyIdMustBeADnsLabel) {
+  for (const std::string good : {"", "master", "k2", "2026-12"}) {
+    DesiredOptions opts;
+    opts.key_id = good;
+    EXPECT_TRUE(CheckDesiredOptions(opts)) << good;
+  }
+  for (const std::string bad : {"K2", "k2.key", "../master", "-k2", "a b"}) {
+    DesiredOptions opts;
+    opts.key_id = bad;
+    const auto checked = CheckDesiredOptions(opts);
+    ASSERT_FALSE(checked) << bad;
+    EXPECT_NE(checked.error().find("--key-id"), std::string::npos);
+  }
+}
+
 TEST(DesiredJob, NonRootFluxUserRunsTheBroker) {
   json object = MiniClusterObject();
   object["spec"]["fluxUser"] = {{"uid", 1000}};

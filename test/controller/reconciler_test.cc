@@ -67,6 +67,26 @@ TEST(PlanReconcile, NewMiniClusterGetsServiceSuspendedJobAndStatus) {
 }
 
 // The Job cache holds trimmed Jobs (no pod template, no managedFields):
+// The status reads the key id from the cached (trimmed) Job.
+TEST(TrimJobForCache, KeepsOnlyTheKeyIdOfTheTemplate) {
+  const json mc = MiniClusterObject();
+  DesiredOptions opts = kOptions;
+  opts.key_id = "k2";
+  json job = DesiredJob(*ParseMiniCluster(mc).minicluster, opts);
+  TrimJobForCache(job);
+  EXPECT_EQ(KeyIdOfJob(job), "k2");
+  EXPECT_LT(job["spec"]["template"].dump().size(), 200u) << job.dump();
+  json plain = StoredJob(mc, true);
+  TrimJobForCache(plain);
+  EXPECT_FALSE(plain["spec"].contains("template"));
+  const json status = ComputeStatus(*ParseMiniCluster(mc).minicluster, &job,
+                                    nullptr, kNow);
+  EXPECT_EQ(status["keyId"], "k2");
+  EXPECT_FALSE(ComputeStatus(*ParseMiniCluster(mc).minicluster, &plain,
+                             nullptr, kNow)
+                   .contains("keyId"));
+}
+
 // the plan must be the one the full Job gives.
 TEST(PlanReconcile, TrimmedJobPlansLikeTheFullJob) {
   json mc = MiniClusterObject();

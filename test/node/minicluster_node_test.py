@@ -443,21 +443,15 @@ def on_key(work, name, ns, size, key_id):
     want = key_public(work, ns, name, mc["metadata"]["uid"], key_id)
     check_eq({public_key_of(p["metadata"]["uid"]) for p in pods}, {want},
              f"{name}'s public keys vs `cert --key-id {key_id}`")
-    return pods
-
-
-def evict(pod_name, ns):
-    body = {"apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": pod_name, "namespace": ns}}
-    kubectl("create", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod_name}/eviction", "-f", "-",
-            input=json.dumps(body))
+    return pods, want
 
 
 def test_key_rotation(work):
     """Issue 26 on the real node: a persistent MiniCluster runs on key k1;
-    k2 is added and made current; a new MiniCluster gets k2; a follower of
-    the first is evicted, and its replacement gets k1 and rejoins; the first
-    is deleted and k1 removed, all without restarting the driver."""
+    k2 is made current (before the node has it: the new MiniCluster waits,
+    then mounts once k2 is added) and a new MiniCluster gets k2; the first's
+    pods are replaced (suspend, resume) and still get k1 and wire up; the
+    first is deleted and k1 removed, all without restarting the driver."""
     ns = "mc-rotation"
     create_namespace(ns)
     driver = driver_pod()
@@ -466,29 +460,40 @@ def test_key_rotation(work):
     wait_for("the driver has k1", lambda: driver_key_ids() == ["k1", "master"], timeout=120)
     log(f"rotation: k1 on the node {time.monotonic() - t0:.1f}s after the Secret's update")
     use_key_id("k1")
-    first = on_key(work, "rot-a", ns, 2, "k1")
+    first, first_key = on_key(work, "rot-a", ns, 2, "k1")
 
+    # The switch made too early, before the node has k2: rot-b waits in
+    # FailedMount naming k2 (it never gets another key), and mounts once
+    # kubelet has put k2 into the driver's Secret volume.
+    use_key_id("k2")
+    apply(minicluster("rot-b", ns, 1))
+    event = wait_for("rot-b's FailedMount naming k2", lambda: next(
+        (e["message"] for e in items("events", ns) if e.get("reason") == "FailedMount"
+         and e["involvedObject"]["name"].startswith("rot-b-")
+         and 'master key "k2"' in e.get("message", "")), None), timeout=120)
+    log(f"rotation: rot-b before k2: {event}")
     t0 = time.monotonic()
     set_master_keys(work, ["master", "k1", "k2"])
-    wait_for("the driver has k2", lambda: driver_key_ids() == ["k1", "k2", "master"], timeout=120)
-    log(f"rotation: k2 on the node {time.monotonic() - t0:.1f}s after the Secret's update")
-    use_key_id("k2")
-    second = on_key(work, "rot-b", ns, 1, "k2")
+    second, second_key = on_key(work, "rot-b", ns, 1, "k2")
+    log(f"rotation: rot-b Ready {time.monotonic() - t0:.1f}s after k2 was added to the Secret")
+    check_eq(driver_key_ids(), ["k1", "k2", "master"], "the driver's keys")
 
-    # A follower of rot-a evicted (as a drain does): replaced, not failed;
-    # the replacement's cert still comes from k1 and its broker rejoins.
-    old = first[1]
-    evict(old["metadata"]["name"], ns)
-    pods = wait_for("rot-a's index 1 replaced, Running and Ready", lambda: (
-        lambda ps: ps if ps and ps[1]["metadata"]["uid"] != old["metadata"]["uid"] else None)(
-        ready_pods("rot-a", ns, 2)), timeout=180)
-    check_eq(public_key_of(pods[1]["metadata"]["uid"]), public_key_of(pods[0]["metadata"]["uid"]),
-             "the replacement's key vs index 0's (both k1)")
-    out = wait_for("flux run -N2 hostname across the replaced broker", lambda: kubectl(
-        "exec", "-n", ns, pods[0]["metadata"]["name"], "--", "flux", "run", "-N2", "hostname",
-        timeout=120, check_rc=False).stdout.split() or None, timeout=120)
+    # rot-a's pods replaced after the switch (suspended and resumed, as
+    # Kueue's preemption does): the new pods still get k1 and wire up.
+    for suspend in (True, False):
+        kubectl("patch", "minicluster", "rot-a", "-n", ns, "--type=merge",
+                "-p", json.dumps({"spec": {"suspend": suspend}}))
+        if suspend:
+            wait_for("rot-a's pods gone", lambda: not pods_of("rot-a", ns), timeout=120)
+    pods = wait_for("rot-a's new pods Running and Ready", lambda: (
+        lambda ps: ps if ps and not {p["metadata"]["uid"] for p in ps} & {
+            p["metadata"]["uid"] for p in first} else None)(ready_pods("rot-a", ns, 2)), timeout=180)
+    check_eq({public_key_of(p["metadata"]["uid"]) for p in pods}, {first_key},
+             "rot-a's new pods' key (k1)")
+    out = kubectl("exec", "-n", ns, pods[0]["metadata"]["name"], "--", "flux", "run", "-N2",
+                  "hostname", timeout=120).stdout.split()
     check_eq(sorted(out), ["rot-a-0", "rot-a-1"], "rot-a's ranks after the replacement")
-    check_eq(state("rot-a", ns), "Running", "rot-a after the eviction")
+    check_eq(state("rot-a", ns), "Running", "rot-a after its resume")
 
     # Retire k1: rot-a deleted, no volume left on k1, then removed from the
     # Secret. rot-b (k2) is untouched.
@@ -498,8 +503,7 @@ def test_key_rotation(work):
     check_eq(volumes_on_key("k2"), 1.0, "volumes on k2 (rot-b)")
     set_master_keys(work, ["master", "k2"])
     wait_for("k1 gone from the driver", lambda: driver_key_ids() == ["k2", "master"], timeout=120)
-    check_eq(public_key_of(second[0]["metadata"]["uid"]),
-             key_public(work, ns, "rot-b", get("minicluster", "rot-b", ns)["metadata"]["uid"], "k2"),
+    check_eq(public_key_of(second[0]["metadata"]["uid"]), second_key,
              "rot-b's cert after k1's removal")
     now = driver_pod()
     check_eq(now["metadata"]["uid"], driver["metadata"]["uid"], "the same driver pod throughout")
