@@ -62,6 +62,9 @@ struct Args {
   std::string csv;
   std::string log_level = "info";  // what the DaemonSet runs with
   std::string owner = "1000:1000";
+  // "secret": the key in a Secret volume's layout with --master-key-dir, as
+  // the DaemonSet runs (a readlink per publish); "file": --master-key-file.
+  std::string key_layout = "secret";
   // The driver binary; a wrapper script (e.g. valgrind) works too.
   std::string driver =
       FCC_DRIVER_BINARY;  // Flux brokers run as a non-root user
@@ -881,6 +884,19 @@ std::vector<int> ParseInts(const std::string& text) {
   return out;
 }
 
+// A directory laid out as kubelet lays out a Secret volume, holding
+// `key_file` as master.key: ..data -> ..snapshot/master.key, master.key ->
+// ..data/master.key. Returns the directory.
+std::string SecretVolumeOf(const std::string& key_file) {
+  namespace fs = std::filesystem;
+  const std::string dir = fs::path(key_file).parent_path() / "master-keys";
+  fs::create_directories(dir + "/..snapshot");
+  fs::copy_file(key_file, dir + "/..snapshot/master.key");
+  fs::create_symlink("..snapshot", dir + "/..data");
+  fs::create_symlink("..data/master.key", dir + "/master.key");
+  return dir;
+}
+
 int Usage() {
   std::fprintf(
       stderr,
@@ -891,6 +907,7 @@ int Usage() {
       "                    [--scale-volumes 5000] [--scale-sample 300]\n"
       "                    [--pods-per-minicluster 8] [--warmup 64]\n"
       "                    [--log-level info] [--driver BINARY]\n"
+      "                    [--key-layout secret|file]\n"
       "Runs as root inside `unshare -m --propagation private` only.\n");
   return 2;
 }
@@ -927,6 +944,8 @@ int main(int argc, char** argv) {
       args.driver = value;
     } else if (flag == "--log-level") {
       args.log_level = value;
+    } else if (flag == "--key-layout" && (value == "secret" || value == "file")) {
+      args.key_layout = value;
     } else {
       return Usage();
     }
@@ -972,6 +991,11 @@ int main(int argc, char** argv) {
   // DaemonSet's cap (one per pod, as in the DaemonSet, still holds).
   if (DriverHasFlag(args.driver, "--max-volumes-per-node")) {
     options.extra_args.push_back("--max-volumes-per-node=100000");
+  }
+  if (args.key_layout == "secret" &&
+      DriverHasFlag(args.driver, "--master-key-dir")) {
+    options.extra_args.push_back("--master-key-dir=" +
+                                 SecretVolumeOf(options.master_key_file));
   }
   if (DriverHasFlag(args.driver, "--kubelet-dir")) {
     options.kubelet_dir = root.path();  // root.pods_dir() is <root>/pods

@@ -426,6 +426,28 @@ def use_key_id(key_id):
         f"--key-id={key_id}" in a for a in controller_args()), timeout=120)
 
 
+def operations_block(marker):
+    """The ```bash block of docs/operations.md that contains `marker`."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                           "operations.md")) as f:
+        blocks = re.findall(r"```bash\n(.*?)```", f.read(), re.S)
+    found = [b for b in blocks if marker in b]
+    check(len(found) == 1, f"one block of docs/operations.md holds {marker!r}: {len(found)}")
+    return found[0]
+
+
+def run_documented(marker, **env):
+    """Runs the rotation procedure's block as written (with its `metrics`
+    helper), with the shell variables `env`; returns what it printed."""
+    script = "".join(f"{k}={v}\n" for k, v in env.items()) + operations_block("metrics() {")
+    if marker != "metrics() {":
+        script += operations_block(marker)
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0, f"the documented step: rc {r.returncode}: {r.stdout} {r.stderr}")
+    return r.stdout
+
+
 def key_public(work, ns, name, uid, key_id):
     return subprocess.run(
         [driver_binary(), "cert", "--master-key-dir", os.path.join(work, "keys"), "--key-id", key_id,
@@ -477,6 +499,8 @@ def test_key_rotation(work):
     second, second_key = on_key(work, "rot-b", ns, 1, "k2")
     log(f"rotation: rot-b Ready {time.monotonic() - t0:.1f}s after k2 was added to the Secret")
     check_eq(driver_key_ids(), ["k1", "k2", "master"], "the driver's keys")
+    out = run_documented("metrics() {", new="k2")
+    check(": has k2" in out and "MISSING" not in out, f"docs' step 2 on the node: {out}")
 
     # rot-a's pods replaced after the switch (suspended and resumed, as
     # Kueue's preemption does): the new pods still get k1 and wire up.
@@ -500,6 +524,9 @@ def test_key_rotation(work):
     kubectl("delete", "minicluster", "rot-a", "-n", ns)
     wait_gone("rot-a", ns, [p["metadata"]["uid"] for p in first + pods])
     check_eq(volumes_on_key("k1"), 0.0, "volumes on k1 after rot-a's deletion")
+    out = run_documented("flux_curve_csi_volumes_key_unknown ", old="k1")
+    check("flux_curve_csi_volumes_key_unknown 0" in out and 'key_id="k1"' not in out,
+          f"docs' step 4 on the node: {out}")
     check_eq(volumes_on_key("k2"), 1.0, "volumes on k2 (rot-b)")
     set_master_keys(work, ["master", "k2"])
     wait_for("k1 gone from the driver", lambda: driver_key_ids() == ["k2", "master"], timeout=120)
