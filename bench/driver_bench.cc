@@ -944,7 +944,8 @@ int main(int argc, char** argv) {
       args.driver = value;
     } else if (flag == "--log-level") {
       args.log_level = value;
-    } else if (flag == "--key-layout" && (value == "secret" || value == "file")) {
+    } else if (flag == "--key-layout" &&
+               (value == "secret" || value == "file")) {
       args.key_layout = value;
     } else {
       return Usage();

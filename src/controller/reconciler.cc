@@ -35,11 +35,11 @@ void TrimJobForCache(json& job) {
   const std::string key_id = KeyIdOfJob(job);
   spec->erase("template");
   if (key_id.empty()) return;
-  (*spec)["template"]["spec"]["volumes"] = json::array(
-      {{{"name", kCurveVolume},
-        {"csi",
-         {{"driver", common::kDriverName},
-          {"volumeAttributes", {{common::kAttrKeyId, key_id}}}}}}});
+  (*spec)["template"]["spec"]["volumes"] =
+      json::array({{{"name", kCurveVolume},
+                    {"csi",
+                     {{"driver", common::kDriverName},
+                      {"volumeAttributes", {{common::kAttrKeyId, key_id}}}}}}});
 }
 
 std::string RetryReasonName(RetryReason reason) {

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>

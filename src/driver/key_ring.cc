@@ -73,7 +73,8 @@ std::expected<void, std::string> CheckKeyId(std::string_view id,
 }
 
 std::shared_ptr<KeyRing> KeyRing::Fixed(curve::Secret key, std::string id) {
-  std::shared_ptr<KeyRing> ring(new KeyRing({.dir = "", .file = "", .default_id = id}));
+  std::shared_ptr<KeyRing> ring(
+      new KeyRing({.dir = "", .file = "", .default_id = id}));
   ring->keys_.emplace(std::move(id),
                       std::make_shared<const curve::Secret>(std::move(key)));
   return ring;
@@ -151,12 +152,13 @@ KeyRing::Keys KeyRing::LoadKeys(const std::string& signature) const {
     const std::string_view id =
         std::string_view(name).substr(0, name.size() - kKeyFileSuffix.size());
     if (!name.ends_with(kKeyFileSuffix) || !CheckKeyId(id, "")) {
-      spdlog::warn("master key directory {}: ignoring {:?}, which is not "
-                   "<key-id>.key",
-                   source_.dir, name);
+      spdlog::warn(
+          "master key directory {}: ignoring {:?}, which is not "
+          "<key-id>.key",
+          source_.dir, name);
       continue;
     }
-    add(std::string(id), base + "/" + name);
+    add(std::string(id), fmt::format("{}/{}", base, name));
   }
   return keys;
 }

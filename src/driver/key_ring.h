@@ -62,8 +62,8 @@ class KeyRing final {
   const std::string& default_id() const { return source_.default_id; }
 
  private:
-  using Keys = std::map<std::string, std::shared_ptr<const curve::Secret>,
-                        std::less<>>;
+  using Keys =
+      std::map<std::string, std::shared_ptr<const curve::Secret>, std::less<>>;
   explicit KeyRing(KeyRingSource source) : source_(std::move(source)) {}
   // What identifies the source's current contents: kubelet's ..data target
   // for a Secret volume, else the directory's and its files' inodes and

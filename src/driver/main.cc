@@ -312,9 +312,9 @@ CLI::App* AddCertCommand(CLI::App& app, CertArgs& cert_args) {
   auto* dir = cert_cmd->add_option(
       "--master-key-dir", cert_args.master_key_dir,
       "Directory of <key-id>.key files (the master key Secret's keys)");
-  auto* file = cert_cmd->add_option("--master-key-file",
-                                    cert_args.master_key_file,
-                                    "One master key file (the default key)");
+  auto* file =
+      cert_cmd->add_option("--master-key-file", cert_args.master_key_file,
+                           "One master key file (the default key)");
   dir->excludes(file);
   cert_cmd->add_option("--key-id", cert_args.key_id,
                        "The key's id (volumeAttributes.key-id; the "

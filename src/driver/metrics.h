@@ -12,8 +12,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -54,8 +54,8 @@ class Metrics final : public RpcObserver {
   // when the id goes.
   void RefreshKeyRing(const KeyCache::Stats& stats);
   void SetByKey(prometheus::Family<prometheus::Gauge>& family,
-                       std::map<std::string, prometheus::Gauge*>& gauges,
-                       const std::map<std::string, double>& values);
+                std::map<std::string, prometheus::Gauge*>& gauges,
+                const std::map<std::string, double>& values);
 
   std::shared_ptr<prometheus::Registry> registry_;
   Rpc publish_;

@@ -71,8 +71,8 @@ TEST(DesiredJob, MountsTheCurveCsiVolumeWithAttributes) {
 TEST(DesiredJob, StampsTheCurrentKeyIdWhenOneIsSet) {
   const MiniCluster mc = Parse(MiniClusterObject());
   const json plain = DesiredJob(mc, DesiredOptions{});
-  EXPECT_FALSE(PodSpec(plain)["volumes"][0]["csi"]["volumeAttributes"]
-                   .contains("key-id"))
+  EXPECT_FALSE(PodSpec(plain)["volumes"][0]["csi"]["volumeAttributes"].contains(
+      "key-id"))
       << "no --key-id: no attribute, the driver's default key";
   EXPECT_EQ(KeyIdOfJob(plain), "");
   DesiredOptions opts;

@@ -79,12 +79,12 @@ TEST(TrimJobForCache, KeepsOnlyTheKeyIdOfTheTemplate) {
   json plain = StoredJob(mc, true);
   TrimJobForCache(plain);
   EXPECT_FALSE(plain["spec"].contains("template"));
-  const json status = ComputeStatus(*ParseMiniCluster(mc).minicluster, &job,
-                                    nullptr, kNow);
+  const json status =
+      ComputeStatus(*ParseMiniCluster(mc).minicluster, &job, nullptr, kNow);
   EXPECT_EQ(status["keyId"], "k2");
-  EXPECT_FALSE(ComputeStatus(*ParseMiniCluster(mc).minicluster, &plain,
-                             nullptr, kNow)
-                   .contains("keyId"));
+  EXPECT_FALSE(
+      ComputeStatus(*ParseMiniCluster(mc).minicluster, &plain, nullptr, kNow)
+          .contains("keyId"));
 }
 
 // the plan must be the one the full Job gives.

@@ -66,7 +66,8 @@ class SecretVolume {
 };
 
 std::shared_ptr<KeyRing> OpenRing(const SecretVolume& volume) {
-  auto ring = KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"});
+  auto ring =
+      KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"});
   EXPECT_TRUE(ring) << ring.error();
   return ring ? *ring : nullptr;
 }
@@ -107,7 +108,8 @@ TEST(KeyRing, BadKeysAreLeftOutAndTheOthersServe) {
                  {"notes.txt", "hello"}});
   // A FIFO where a key belongs must not hang the load.
   const std::string snapshot = fs::read_symlink(volume.dir() + "/..data");
-  ASSERT_EQ(mkfifo((volume.dir() + "/" + snapshot + "/fifo.key").c_str(), 0400), 0);
+  ASSERT_EQ(mkfifo((volume.dir() + "/" + snapshot + "/fifo.key").c_str(), 0400),
+            0);
   std::ofstream(volume.dir() + "/" + snapshot + "/open.key") << kThird;
   chmod((volume.dir() + "/" + snapshot + "/open.key").c_str(), 0644);
   auto ring = OpenRing(volume);
@@ -122,17 +124,21 @@ TEST(KeyRing, BadKeysAreLeftOutAndTheOthersServe) {
 TEST(KeyRing, RefusesToOpenWithoutAUsableDefaultKey) {
   SecretVolume volume;
   volume.Update({{"k2.key", kSecond}});
-  auto ring = KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"});
+  auto ring =
+      KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"});
   ASSERT_FALSE(ring);
-  EXPECT_NE(ring.error().find("default master key \"master\""), std::string::npos)
+  EXPECT_NE(ring.error().find("default master key \"master\""),
+            std::string::npos)
       << ring.error();
   EXPECT_NE(ring.error().find("kubectl -n flux-curve-csi create secret"),
             std::string::npos);
   volume.Update({{"master.key", kMaster}}, 0440);
-  EXPECT_FALSE(KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"}));
-  EXPECT_FALSE(KeyRing::Open({.dir = volume.dir() + "/absent", .file = "",
-                              .default_id = "master"}));
-  EXPECT_FALSE(KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "Master"}));
+  EXPECT_FALSE(
+      KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"}));
+  EXPECT_FALSE(KeyRing::Open(
+      {.dir = volume.dir() + "/absent", .file = "", .default_id = "master"}));
+  EXPECT_FALSE(
+      KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "Master"}));
 }
 
 TEST(KeyRing, SeesKubeletsSwapWithoutBeingAsked) {
@@ -169,13 +175,14 @@ TEST(KeyCacheRing, TheDefaultKeysCertsAreThoseOfASingleMasterKey) {
   volume.Update({{"master.key", kMaster}, {"k2.key", kSecond}});
   KeyCache cache(OpenRing(volume));
   const curve::MiniClusterId id{"default", "lammps", "uid-1"};
-  const std::string before =
-      std::string(curve::MakeMiniClusterCert(curve::Secret(kMaster), id).text.reveal());
+  const std::string before = std::string(
+      curve::MakeMiniClusterCert(curve::Secret(kMaster), id).text.reveal());
   EXPECT_EQ(cache.Acquire("v1", id).cert->text.reveal(), before);
   EXPECT_EQ(cache.Acquire("v2", id, "master").cert->text.reveal(), before);
   const auto other = cache.Acquire("v3", id, "k2");
-  EXPECT_EQ(other.cert->text.reveal(),
-            curve::MakeMiniClusterCert(curve::Secret(kSecond), id).text.reveal());
+  EXPECT_EQ(
+      other.cert->text.reveal(),
+      curve::MakeMiniClusterCert(curve::Secret(kSecond), id).text.reveal());
   EXPECT_NE(other.cert->text.reveal(), before);
   const auto stats = cache.GetStats();
   EXPECT_EQ(stats.volumes_by_key.at("master"), 2u);
