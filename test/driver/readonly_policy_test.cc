@@ -54,13 +54,18 @@ std::vector<std::string> DaemonSetDriverArgs() {
 }
 
 // The DaemonSet's serve args with what points at the node's paths moved into
-// the scratch root. DriverProcess passes --endpoint, --node-id,
-// --master-key-file and --kubelet-dir itself; every other arg (any policy flag
-// above all) is kept as shipped.
-std::vector<std::string> DaemonSetArgsForTest(const ScratchRoot& root) {
+// the scratch root: --master-key-dir to a directory holding `key_file` as
+// master.key. DriverProcess passes --endpoint, --node-id, --master-key-file
+// and --kubelet-dir itself; every other arg (any policy flag above all) is
+// kept as shipped.
+std::vector<std::string> DaemonSetArgsForTest(const ScratchRoot& root,
+                                              const std::string& key_file) {
   const std::string registration =
       std::filesystem::path(root.pods_dir()).parent_path() / "registration";
   std::filesystem::create_directories(registration);
+  const std::string keys = root.path() + "/master-keys";
+  std::filesystem::create_directories(keys);
+  std::filesystem::copy_file(key_file, keys + "/master.key");
   std::vector<std::string> out;
   for (const std::string& arg : DaemonSetDriverArgs()) {
     if (arg == "serve" || arg.starts_with("--endpoint=") ||
@@ -69,7 +74,9 @@ std::vector<std::string> DaemonSetArgsForTest(const ScratchRoot& root) {
         arg.starts_with("--kubelet-dir=")) {
       continue;
     }
-    if (arg.starts_with("--metrics-address=")) {
+    if (arg.starts_with("--master-key-dir=")) {
+      out.push_back("--master-key-dir=" + keys);
+    } else if (arg.starts_with("--metrics-address=")) {
       out.push_back("--metrics-address=127.0.0.1:0");
     } else if (arg.starts_with("--registration-dir=")) {
       out.push_back("--registration-dir=" + registration);
@@ -116,7 +123,7 @@ class ReadonlyFalseTest : public DriverTest {
  protected:
   DriverProcess::Options DriverOptions() const override {
     auto options = NodeOptions(*root_, "node-a", master_key_);
-    options.extra_args = DaemonSetArgsForTest(*root_);
+    options.extra_args = DaemonSetArgsForTest(*root_, master_key_);
     return options;
   }
 };
@@ -127,7 +134,7 @@ TEST_F(ReadonlyFalseTest, ReadsTheDaemonSetArgs) {
                              << FCC_DEPLOY_DIR "/daemonset/daemonset.yaml";
   EXPECT_EQ(args.front(), "serve");
   EXPECT_NE(std::find(args.begin(), args.end(),
-                      "--master-key-file=/etc/flux-curve-csi/master.key"),
+                      "--master-key-dir=/etc/flux-curve-csi"),
             args.end());
 }
 
