@@ -37,6 +37,7 @@
 #include "csi_client.h"
 #include "driver_process.h"
 #include "mount_env.h"
+#include "secret_volume.h"
 
 namespace {
 
@@ -884,17 +885,14 @@ std::vector<int> ParseInts(const std::string& text) {
   return out;
 }
 
-// A directory laid out as kubelet lays out a Secret volume, holding
-// `key_file` as master.key: ..data -> ..snapshot/master.key, master.key ->
-// ..data/master.key. Returns the directory.
+// A Secret volume's layout (kubelet's ..data) holding `key_file` as
+// master.key, as the DaemonSet mounts the master key Secret. Returns the
+// directory.
 std::string SecretVolumeOf(const std::string& key_file) {
-  namespace fs = std::filesystem;
-  const std::string dir = fs::path(key_file).parent_path() / "master-keys";
-  fs::create_directories(dir + "/..snapshot");
-  fs::copy_file(key_file, dir + "/..snapshot/master.key");
-  fs::create_symlink("..snapshot", dir + "/..data");
-  fs::create_symlink("..data/master.key", dir + "/master.key");
-  return dir;
+  fcc::testing::SecretVolume volume(
+      std::filesystem::path(key_file).parent_path() / "master-keys");
+  volume.Write({{"master.key", fcc::testing::ReadFileOrEmpty(key_file)}});
+  return volume.dir();
 }
 
 int Usage() {

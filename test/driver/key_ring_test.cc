@@ -13,6 +13,7 @@
 
 #include "curve/minicluster_cert.h"
 #include "driver/key_cache.h"
+#include "secret_volume.h"
 
 namespace fcc::driver {
 namespace {
@@ -23,49 +24,24 @@ const std::string kMaster(64, 'm');
 const std::string kSecond(48, 's');
 const std::string kThird(32, 't');
 
-// A directory laid out as kubelet's atomic writer lays out a Secret volume.
-class SecretVolume {
+// A Secret volume in a fresh temporary directory.
+class TempSecretVolume : public testing::SecretVolume {
  public:
-  SecretVolume() {
-    char tmpl[] = "/tmp/key-ring-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  ~SecretVolume() { fs::remove_all(dir_); }
-  const std::string& dir() const { return dir_; }
-
-  // Writes a new snapshot of `files` (name → bytes, mode 0400) and swaps
-  // ..data to it, then fixes the visible symlinks and drops the old one.
+  TempSecretVolume() : SecretVolume(MakeTempDir()) {}
+  ~TempSecretVolume() { fs::remove_all(dir()); }
   void Update(const std::map<std::string, std::string>& files,
               mode_t mode = 0400) {
-    const std::string snapshot = "..snap" + std::to_string(++version_);
-    fs::create_directory(dir_ + "/" + snapshot);
-    for (const auto& [name, bytes] : files) {
-      const std::string path = dir_ + "/" + snapshot + "/" + name;
-      std::ofstream(path) << bytes;
-      chmod(path.c_str(), mode);
-    }
-    fs::create_symlink(snapshot, dir_ + "/..data_tmp");
-    fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      const std::string name = entry.path().filename();
-      if (name[0] != '.' && !files.contains(name)) fs::remove(entry.path());
-    }
-    for (const auto& [name, bytes] : files) {
-      if (!fs::is_symlink(dir_ + "/" + name)) {
-        fs::create_symlink("..data/" + name, dir_ + "/" + name);
-      }
-    }
-    if (!previous_.empty()) fs::remove_all(dir_ + "/" + previous_);
-    previous_ = snapshot;
+    Write(files, mode);
   }
 
  private:
-  std::string dir_;
-  std::string previous_;
-  int version_ = 0;
+  static std::string MakeTempDir() {
+    char tmpl[] = "/tmp/key-ring-test-XXXXXX";
+    return mkdtemp(tmpl);
+  }
 };
 
-std::shared_ptr<KeyRing> OpenRing(const SecretVolume& volume) {
+std::shared_ptr<KeyRing> OpenRing(const TempSecretVolume& volume) {
   auto ring =
       KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"});
   EXPECT_TRUE(ring) << ring.error();
@@ -73,7 +49,7 @@ std::shared_ptr<KeyRing> OpenRing(const SecretVolume& volume) {
 }
 
 TEST(KeyRing, LoadsEveryKeyAndFindsTheDefaultForNoId) {
-  SecretVolume volume;
+  TempSecretVolume volume;
   volume.Update({{"master.key", kMaster}, {"k2.key", kSecond}});
   auto ring = OpenRing(volume);
   ASSERT_TRUE(ring);
@@ -88,7 +64,7 @@ TEST(KeyRing, LoadsEveryKeyAndFindsTheDefaultForNoId) {
 }
 
 TEST(KeyRing, AMissingIdNamesTheIdWhatTheNodeHasAndTheFix) {
-  SecretVolume volume;
+  TempSecretVolume volume;
   volume.Update({{"master.key", kMaster}, {"k2.key", kSecond}});
   auto ring = OpenRing(volume);
   ASSERT_TRUE(ring);
@@ -101,17 +77,16 @@ TEST(KeyRing, AMissingIdNamesTheIdWhatTheNodeHasAndTheFix) {
 }
 
 TEST(KeyRing, BadKeysAreLeftOutAndTheOthersServe) {
-  SecretVolume volume;
+  TempSecretVolume volume;
   volume.Update({{"master.key", kMaster},
                  {"short.key", "too short"},
                  {"Upper.key", kSecond},
                  {"notes.txt", "hello"}});
   // A FIFO where a key belongs must not hang the load.
-  const std::string snapshot = fs::read_symlink(volume.dir() + "/..data");
-  ASSERT_EQ(mkfifo((volume.dir() + "/" + snapshot + "/fifo.key").c_str(), 0400),
-            0);
-  std::ofstream(volume.dir() + "/" + snapshot + "/open.key") << kThird;
-  chmod((volume.dir() + "/" + snapshot + "/open.key").c_str(), 0644);
+  const std::string snapshot = volume.snapshot();
+  ASSERT_EQ(mkfifo((snapshot + "/fifo.key").c_str(), 0400), 0);
+  std::ofstream(snapshot + "/open.key") << kThird;
+  chmod((snapshot + "/open.key").c_str(), 0644);
   auto ring = OpenRing(volume);
   ASSERT_TRUE(ring);
   EXPECT_EQ(ring->Ids(), (std::vector<std::string>{"master"}));
@@ -122,7 +97,7 @@ TEST(KeyRing, BadKeysAreLeftOutAndTheOthersServe) {
 }
 
 TEST(KeyRing, RefusesToOpenWithoutAUsableDefaultKey) {
-  SecretVolume volume;
+  TempSecretVolume volume;
   volume.Update({{"k2.key", kSecond}});
   auto ring =
       KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"});
@@ -142,7 +117,7 @@ TEST(KeyRing, RefusesToOpenWithoutAUsableDefaultKey) {
 }
 
 TEST(KeyRing, SeesKubeletsSwapWithoutBeingAsked) {
-  SecretVolume volume;
+  TempSecretVolume volume;
   volume.Update({{"master.key", kMaster}});
   auto ring = OpenRing(volume);
   ASSERT_TRUE(ring);
@@ -158,7 +133,7 @@ TEST(KeyRing, SeesKubeletsSwapWithoutBeingAsked) {
 }
 
 TEST(KeyRing, APlainDirectoryReloadsWhenAFileIsAdded) {
-  SecretVolume volume;  // no ..data: a hostPath directory
+  TempSecretVolume volume;  // no ..data: a hostPath directory
   const std::string master = volume.dir() + "/master.key";
   std::ofstream(master) << kMaster;
   chmod(master.c_str(), 0400);
@@ -171,7 +146,7 @@ TEST(KeyRing, APlainDirectoryReloadsWhenAFileIsAdded) {
 }
 
 TEST(KeyCacheRing, TheDefaultKeysCertsAreThoseOfASingleMasterKey) {
-  SecretVolume volume;
+  TempSecretVolume volume;
   volume.Update({{"master.key", kMaster}, {"k2.key", kSecond}});
   KeyCache cache(OpenRing(volume));
   const curve::MiniClusterId id{"default", "lammps", "uid-1"};

@@ -4,11 +4,8 @@
 // key removed refuses new publishes while its volumes stay as they are.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <atomic>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -18,54 +15,14 @@
 #include "driver_process.h"
 #include "driver_test_env.h"
 #include "mount_env.h"
+#include "secret_volume.h"
 
 namespace fcc::testing {
 namespace {
 
-namespace fs = std::filesystem;
-
 const std::string kMaster(64, 'm');
 const std::string kSecond(64, 's');
 constexpr char kGeneration[] = "5f0e7a3c-1111-4000-8000-00000000000a";
-
-// The Secret volume as kubelet's atomic writer keeps it: files in a
-// timestamped directory, ..data pointing at it, swapped by one rename, and
-// the old directory removed right after.
-class SecretVolume {
- public:
-  explicit SecretVolume(std::string dir) : dir_(std::move(dir)) {
-    fs::create_directories(dir_);
-  }
-  const std::string& dir() const { return dir_; }
-
-  void Write(const std::map<std::string, std::string>& files) {
-    const std::string snapshot = "..2026_12_02_" + std::to_string(++version_);
-    fs::create_directory(dir_ + "/" + snapshot);
-    for (const auto& [name, bytes] : files) {
-      const std::string path = dir_ + "/" + snapshot + "/" + name;
-      std::ofstream(path) << bytes;
-      chmod(path.c_str(), 0400);
-    }
-    fs::create_symlink(snapshot, dir_ + "/..data_tmp");
-    fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
-    for (const auto& [name, bytes] : files) {
-      if (!fs::is_symlink(dir_ + "/" + name)) {
-        fs::create_symlink("..data/" + name, dir_ + "/" + name);
-      }
-    }
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      const std::string name = entry.path().filename();
-      if (name[0] != '.' && !files.contains(name)) fs::remove(entry.path());
-    }
-    if (!previous_.empty()) fs::remove_all(dir_ + "/" + previous_);
-    previous_ = snapshot;
-  }
-
- private:
-  std::string dir_;
-  std::string previous_;
-  int version_ = 0;
-};
 
 std::string ExpectedCert(const std::string& key, const std::string& name) {
   return std::string(curve::MakeMiniClusterCert(curve::Secret(key),
