@@ -139,10 +139,14 @@ KeyRing::Keys KeyRing::LoadKeys(const std::string& signature) const {
     add(source_.default_id, source_.file);
     return keys;
   }
-  // Read one snapshot: kubelet's timestamped directory, not through ..data.
-  const std::string base = signature.starts_with("data:")
-                               ? source_.dir + "/" + signature.substr(5)
-                               : source_.dir;
+  // Read one snapshot: kubelet's timestamped directory, not through ..data
+  // (kubelet's link is relative; an absolute one is taken as it is).
+  std::string base = source_.dir;
+  if (signature.starts_with("data:")) {
+    const std::string target = signature.substr(5);
+    base =
+        target.starts_with('/') ? target : fmt::format("{}/{}", base, target);
+  }
   auto names = ListDir(base);
   if (!names) {
     spdlog::error("{}", names.error());
