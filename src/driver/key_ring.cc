@@ -102,8 +102,8 @@ std::expected<std::shared_ptr<KeyRing>, std::string> KeyRing::Open(
   std::lock_guard lock(ring->mu_);
   if (!ring->keys_.contains(ring->source_.default_id)) {
     return std::unexpected(fmt::format(
-        "the default master key {0:?} ({1}/{0}.key) did not load (see the "
-        "line above); {2}",
+        "the default master key {0:?} ({1}/{0}.key) is missing or was "
+        "refused (a refusal is logged above, with why); {2}",
         ring->source_.default_id, ring->source_.dir, kCreateMasterKeyHint));
   }
   return ring;
