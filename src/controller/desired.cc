@@ -192,7 +192,7 @@ std::string KeyIdOfJob(const json& job) {
     const json& csi = kube::FieldAt(volume, "csi");
     if (kube::StringAt(csi, "driver") != common::kDriverName) return "";
     return kube::StringAt(kube::FieldAt(csi, "volumeAttributes"),
-                          std::string(common::kAttrKeyId));
+                          common::kAttrKeyId);
   }
   return "";
 }

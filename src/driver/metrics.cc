@@ -164,7 +164,8 @@ void Metrics::RefreshVolumes() {
 
 void Metrics::SetByKey(prometheus::Family<prometheus::Gauge>& family,
                        std::map<std::string, prometheus::Gauge*>& gauges,
-                       const std::map<std::string, double>& values) {
+                       const std::map<std::string, double>& values,
+                       const std::optional<std::string>& default_id) {
   for (auto it = gauges.begin(); it != gauges.end();) {
     if (values.contains(it->first)) {
       ++it;
@@ -173,17 +174,12 @@ void Metrics::SetByKey(prometheus::Family<prometheus::Gauge>& family,
     family.Remove(it->second);
     it = gauges.erase(it);
   }
-  for (const auto& [labels, value] : values) {
-    auto [it, created] = gauges.try_emplace(labels, nullptr);
+  for (const auto& [id, value] : values) {
+    auto [it, created] = gauges.try_emplace(id, nullptr);
     if (created) {
-      // "<key_id>" or "<key_id> default".
-      const size_t space = labels.find(' ');
-      std::map<std::string, std::string> names{
-          {"key_id", labels.substr(0, space)}};
-      if (&family == &master_keys_) {
-        names["default"] = space == std::string::npos ? "false" : "true";
-      }
-      it->second = &family.Add(names);
+      std::map<std::string, std::string> labels{{"key_id", id}};
+      if (default_id) labels["default"] = id == *default_id ? "true" : "false";
+      it->second = &family.Add(labels);
     }
     it->second->Set(value);
   }
@@ -193,9 +189,7 @@ void Metrics::RefreshKeyRing(const KeyCache::Stats& stats) {
   KeyRing& ring = keys_->ring();
   ring.Refresh();
   std::map<std::string, double> loaded;
-  for (const auto& id : ring.Ids()) {
-    loaded[id == ring.default_id() ? id + " default" : id] = 1;
-  }
+  for (const auto& id : ring.Ids()) loaded[id] = 1;
   std::map<std::string, double> volumes;
   size_t known = 0;
   for (const auto& [id, count] : stats.volumes_by_key) {
@@ -203,8 +197,8 @@ void Metrics::RefreshKeyRing(const KeyCache::Stats& stats) {
     known += count;
   }
   std::lock_guard lock(refresh_mu_);
-  SetByKey(master_keys_, master_key_gauges_, loaded);
-  SetByKey(volumes_by_key_, volumes_by_key_gauges_, volumes);
+  SetByKey(master_keys_, master_key_gauges_, loaded, ring.default_id());
+  SetByKey(volumes_by_key_, volumes_by_key_gauges_, volumes, std::nullopt);
   if (publisher_ != nullptr) {
     const size_t all = publisher_->CountStats().volumes;
     volumes_key_unknown_.Set(all > known ? static_cast<double>(all - known)

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "driver/key_cache.h"
@@ -53,9 +54,12 @@ class Metrics final : public RpcObserver {
   // The ring's keys and the volumes per key: one gauge per key id, removed
   // when the id goes.
   void RefreshKeyRing(const KeyCache::Stats& stats);
+  // A gauge of `family` per key id in `values`; with `default_id`, each also
+  // says whether it is that key (label default).
   void SetByKey(prometheus::Family<prometheus::Gauge>& family,
                 std::map<std::string, prometheus::Gauge*>& gauges,
-                const std::map<std::string, double>& values);
+                const std::map<std::string, double>& values,
+                const std::optional<std::string>& default_id);
 
   std::shared_ptr<prometheus::Registry> registry_;
   Rpc publish_;
