@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "controller/copied_job.h"
 #include "controller/minicluster.h"
 #include "kube/object_meta.h"
 
@@ -29,7 +30,7 @@ Controller::Controller(ControllerConfig config, Watches& watches,
   watches_.network_policies().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
   watches_.jobs().AddEventHandler(
-      [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
+      [this](kube::WatchEvent::Type, const json& o) { EnqueueJob(o); });
   watches_.workloads().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) {
         EnqueueWorkloadOwner(o);
@@ -41,9 +42,23 @@ void Controller::EnqueueMiniCluster(const json& minicluster) {
 }
 
 void Controller::EnqueueOwner(const json& object) {
-  const std::string owner = kube::ControllerOwnerName(object, kKind);
+  std::string owner = kube::ControllerOwnerName(object, kKind);
+  // The worker role's Service and NetworkPolicy belong to a copied Job of
+  // their name (copied_job.h).
+  if (owner.empty() &&
+      kube::ObjectMeta(object).has_label(kMultiKueueOriginLabel)) {
+    owner = kube::ControllerOwnerName(object, "Job");
+  }
   if (owner.empty()) return;
   queue_.Add(kube::ObjectMeta(object).namespace_name() + "/" + owner);
+}
+
+void Controller::EnqueueJob(const json& job) {
+  if (IsCopiedMiniClusterJob(job)) {
+    queue_.Add(kube::ObjectKey(job));
+    return;
+  }
+  EnqueueOwner(job);
 }
 
 void Controller::EnqueueWorkloadOwner(const json& workload) {

@@ -35,8 +35,11 @@ class Controller {
 
  private:
   void EnqueueMiniCluster(const nlohmann::json& minicluster);
-  // A Service or Job: its controller owner, the MiniCluster.
+  // A Service, NetworkPolicy or Job: its controller owner, the MiniCluster
+  // (or, for the worker role's objects, the copied Job).
   void EnqueueOwner(const nlohmann::json& object);
+  // A Job MultiKueue copied here (copied_job.h) is its own key.
+  void EnqueueJob(const nlohmann::json& job);
   // A Workload: the MiniCluster of its Job.
   void EnqueueWorkloadOwner(const nlohmann::json& workload);
 

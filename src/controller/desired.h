@@ -33,6 +33,9 @@ struct DesiredOptions {
   // into each Job as volumeAttributes.key-id when it is created; empty: no
   // attribute, the driver's default key. A Job keeps its key for life.
   std::string key_id;
+  // --multikueue-worker: make the Service and NetworkPolicy of the Jobs
+  // that Kueue's MultiKueue copies here from a manager (copied_job.h).
+  bool multikueue_worker = false;
 };
 
 // Checks options that reach every broker's start script and config: the

@@ -250,6 +250,10 @@ int main(int argc, char** argv) {
   for (CLI::App* cmd : {static_cast<CLI::App*>(&app), run}) {
     AddCommonFlags(cmd, common);
     AddRunFlags(cmd, flags);
+    cmd->add_flag("--multikueue-worker", common.desired.multikueue_worker,
+                  "this cluster is a MultiKueue worker: make the headless "
+                  "Service and NetworkPolicy of each MiniCluster Job that "
+                  "MultiKueue copies here (docs/multikueue.md)");
   }
   std::string render_file;
   auto* render = app.add_subcommand(

@@ -9,16 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-// The part of a desired object the API server echoes back unchanged
-// (list items carry no apiVersion/kind; the server adds defaults).
-json Comparable(const json& desired) {
-  json out{{"metadata",
-            {{"labels", desired["metadata"]["labels"]},
-             {"ownerReferences", desired["metadata"]["ownerReferences"]}}}};
-  if (desired.contains("spec")) out["spec"] = desired["spec"];
-  return out;
-}
-
 bool JobFinished(const json& job) {
   const json& conditions =
       kube::FieldAt(kube::FieldAt(job, "status"), "conditions");
@@ -172,6 +162,14 @@ void ExistingJobSteps(const MiniCluster& mc, const json& job,
 }
 
 }  // namespace
+
+json Comparable(const json& desired) {
+  json out{{"metadata",
+            {{"labels", desired["metadata"]["labels"]},
+             {"ownerReferences", desired["metadata"]["ownerReferences"]}}}};
+  if (desired.contains("spec")) out["spec"] = desired["spec"];
+  return out;
+}
 
 std::string ActionName(Action::Kind kind) {
   switch (kind) {

@@ -64,6 +64,11 @@ struct Action {
 };
 std::string ActionName(Action::Kind kind);
 
+// The part of a desired object the API server echoes back unchanged (its
+// labels, ownerReferences and spec): a cached object of which it is a
+// subset (IsSubset) needs no apply.
+nlohmann::json Comparable(const nlohmann::json& desired);
+
 // The writes needed to move the cluster from `observed` to what the
 // MiniCluster asks for, in order; a status write, if any, comes last. An
 // empty plan means nothing to do.

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/volume_contract.h"
+#include "controller/copied_job.h"
 #include "controller/status.h"
 #include "kube/api_path.h"
 #include "kube/informer.h"
@@ -25,21 +26,50 @@ std::optional<json> ControlledJob(json job, const std::string& uid) {
   return job;
 }
 
+// What is read of a Job's pod template: the curve volume's key id (the
+// status), and for the worker role the subdomain, the broker port and that
+// the curve volume is there (copied_job.h).
+json TemplateSkeleton(const json& job) {
+  const json& pod = kube::FieldAt(
+      kube::FieldAt(kube::FieldAt(job, "spec"), "template"), "spec");
+  json skeleton = json::object();
+  if (const json& subdomain = kube::FieldAt(pod, "subdomain");
+      subdomain.is_string()) {
+    skeleton["subdomain"] = subdomain;
+  }
+  if (const json& containers = kube::FieldAt(pod, "containers");
+      containers.is_array()) {
+    for (const auto& c : containers) {
+      if (kube::StringAt(c, "name") != kBrokerContainerName) continue;
+      json kept{{"name", kBrokerContainerName}};
+      if (c.contains("ports")) kept["ports"] = c["ports"];
+      skeleton["containers"] = json::array({std::move(kept)});
+    }
+  }
+  if (const json& volumes = kube::FieldAt(pod, "volumes"); volumes.is_array()) {
+    for (const auto& v : volumes) {
+      const json& csi = kube::FieldAt(v, "csi");
+      if (kube::StringAt(csi, "driver") != common::kDriverName) continue;
+      json kept{{"name", v.value("name", "")},
+                {"csi", {{"driver", common::kDriverName}}}};
+      if (std::string key_id = KeyIdOfJob(job); !key_id.empty()) {
+        kept["csi"]["volumeAttributes"] = {{common::kAttrKeyId, key_id}};
+      }
+      skeleton["volumes"] = json::array({std::move(kept)});
+    }
+  }
+  return skeleton;
+}
+
 }  // namespace
 
 void TrimJobForCache(json& job) {
   kube::TrimForCache(job);
   auto spec = job.find("spec");
   if (spec == job.end() || !spec->is_object()) return;
-  // The template is most of a Job; the status reads only its key id.
-  const std::string key_id = KeyIdOfJob(job);
+  json skeleton = TemplateSkeleton(job);
   spec->erase("template");
-  if (key_id.empty()) return;
-  (*spec)["template"]["spec"]["volumes"] =
-      json::array({{{"name", kCurveVolume},
-                    {"csi",
-                     {{"driver", common::kDriverName},
-                      {"volumeAttributes", {{common::kAttrKeyId, key_id}}}}}}});
+  if (!skeleton.empty()) (*spec)["template"]["spec"] = std::move(skeleton);
 }
 
 std::string RetryReasonName(RetryReason reason) {
@@ -121,11 +151,39 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   }
   if (!snapshot) {
     written_.Forget(key);
+    if (options_.multikueue_worker) return ReconcileCopiedJob(key);
     return ReconcileResult::Done();  // deleted: GC cleans up
   }
   const std::string now = kube::FormatTime(std::chrono::system_clock::now());
   const auto plan = PlanReconcile(snapshot->View(), options_, now);
   return Execute(key, *snapshot, plan, now);
+}
+
+ReconcileResult Reconciler::ReconcileCopiedJob(const std::string& key) {
+  const std::optional<json> job = caches_.jobs.Get(key);
+  if (!job || !IsCopiedMiniClusterJob(*job)) return ReconcileResult::Done();
+  const auto desired = DesiredForCopiedJob(*job, options_);
+  if (!desired) {
+    spdlog::warn("job {}: copied by MultiKueue, but {}; no Service is made",
+                 key, desired.error());
+    return ReconcileResult::Done();
+  }
+  const std::optional<json> service = caches_.services.Get(key);
+  const std::optional<json> policy = caches_.network_policies.Get(key);
+  const std::string& uid = kube::ObjectMeta(*job).uid();
+  ReconcileResult result;
+  for (const Action& action :
+       PlanCopiedJob(*desired, *job, service ? &*service : nullptr,
+                     policy ? &*policy : nullptr)) {
+    if (action.kind == Action::Kind::kCreateService) {
+      result.Merge(CreateService(key, action, uid));
+    } else if (action.kind == Action::Kind::kCreateNetworkPolicy) {
+      result.Merge(CreateNetworkPolicy(key, action, uid));
+    } else {
+      result.Merge(Apply(key, action));
+    }
+  }
+  return result;
 }
 
 ReconcileResult Reconciler::Execute(const std::string& key,

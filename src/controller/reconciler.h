@@ -81,10 +81,11 @@ class Reconciler {
         options_(std::move(options)),
         events_(events) {}
 
-  // Reconciles the MiniCluster "<namespace>/<name>". While it has no Job,
-  // the plan comes from the whole MiniCluster read from the API server:
-  // the cache keeps a trimmed copy (TrimMiniClusterForCache), and the Job
-  // is created from the fields it drops.
+  // Reconciles the MiniCluster "<namespace>/<name>" (or, in the worker role
+  // and with no such MiniCluster, the Job of that name MultiKueue copied).
+  // While it has no Job, the plan comes from the whole MiniCluster read from
+  // the API server: the cache keeps a trimmed copy (TrimMiniClusterForCache),
+  // and the Job is created from the fields it drops.
   ReconcileResult Reconcile(const std::string& key);
 
  private:
@@ -103,6 +104,9 @@ class Reconciler {
   };
 
   std::optional<Snapshot> Observe(const std::string& key) const;
+  // The worker role: the Service and NetworkPolicy of the Job "<key>" if
+  // MultiKueue copied it here (copied_job.h); nothing for any other key.
+  ReconcileResult ReconcileCopiedJob(const std::string& key);
   // The MiniCluster as the API server has it now; nullopt when it is gone.
   std::expected<std::optional<nlohmann::json>, std::string> GetMiniCluster(
       const nlohmann::json& cached);

@@ -33,6 +33,11 @@ bool ConditionTrue(const json& object, const std::string& type) {
   return c != nullptr && c->value("status", "") == "True";
 }
 
+// " on worker cluster <name>" when MultiKueue dispatched the Job.
+std::string OnCluster(const WorkloadSummary& wl) {
+  return wl.cluster_name.empty() ? "" : " on worker cluster " + wl.cluster_name;
+}
+
 struct Verdict {
   State state;
   std::string reason;
@@ -64,7 +69,7 @@ Verdict FromJob(const MiniCluster& mc, const json& job,
       if (wl->admitted) {
         return {State::kQueued, "Admitted",
                 "admitted by ClusterQueue " + wl->cluster_queue +
-                    "; waiting for the Job to start"};
+                    OnCluster(*wl) + "; waiting for the Job to start"};
       }
       return {State::kQueued, wl->reason.empty() ? "Pending" : wl->reason,
               wl->message.empty() ? "waiting for Kueue to admit the Job"
@@ -88,7 +93,8 @@ Verdict FromJob(const MiniCluster& mc, const json& job,
   const int ready = status.value("ready", 0);
   return {State::kRunning, "JobRunning",
           std::to_string(active) + " of " + std::to_string(mc.spec.size) +
-              " broker pods active, " + std::to_string(ready) + " ready"};
+              " broker pods active, " + std::to_string(ready) + " ready" +
+              (wl ? OnCluster(*wl) : "")};
 }
 
 json Conditions(const MiniCluster& mc, const Verdict& verdict,
@@ -143,6 +149,7 @@ WorkloadSummary SummarizeWorkload(const json& workload) {
   const json status = workload.value("status", json::object());
   s.cluster_queue =
       status.value("admission", json::object()).value("clusterQueue", "");
+  s.cluster_name = kube::StringAt(status, "clusterName");
   s.admitted = ConditionTrue(workload, "Admitted");
   // The most telling condition first: an eviction explains a re-queue,
   // QuotaReserved=False explains a wait ("insufficient unused quota ...").
@@ -186,6 +193,9 @@ void TrimWorkloadForCache(json& workload) {
   const json& queue =
       kube::FieldAt(kube::FieldAt(*status, "admission"), "clusterQueue");
   if (queue.is_string()) kept["admission"] = {{"clusterQueue", queue}};
+  if (auto c = status->find("clusterName"); c != status->end()) {
+    kept["clusterName"] = std::move(*c);
+  }
   *status = std::move(kept);
 }
 
@@ -239,6 +249,9 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
                           {"clusterQueue", wl->cluster_queue},
                           {"reason", wl->reason},
                           {"message", wl->message}};
+    if (!wl->cluster_name.empty()) {
+      status["workload"]["clusterName"] = wl->cluster_name;
+    }
   }
   return status;
 }

@@ -5,7 +5,8 @@
 //   state: Pending | Queued | Running | Succeeded | Failed
 //   jobName: <the Job>
 //   keyId: <the Job's master key id; absent for the default key>
-//   workload: {name, admitted, clusterQueue, reason, message}  # with Kueue
+//   workload: {name, admitted, clusterQueue, clusterName, reason, message}
+//             # with Kueue; clusterName: the MultiKueue worker it runs on
 //   conditions: Queued, Running, Succeeded, Failed  (metav1.Condition)
 #pragma once
 
@@ -29,6 +30,9 @@ struct WorkloadSummary {
   std::string name;
   bool admitted = false;
   std::string cluster_queue;
+  // The worker cluster MultiKueue dispatched it to (status.clusterName);
+  // empty without MultiKueue.
+  std::string cluster_name;
   std::string reason;
   std::string message;
 };

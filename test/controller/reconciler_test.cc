@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "controller/copied_job.h"
 #include "controller/status.h"
 #include "test_objects.h"
 
@@ -68,17 +69,18 @@ TEST(PlanReconcile, NewMiniClusterGetsServiceSuspendedJobAndStatus) {
 
 // The Job cache holds trimmed Jobs (no pod template, no managedFields):
 // The status reads the key id from the cached (trimmed) Job.
-TEST(TrimJobForCache, KeepsOnlyTheKeyIdOfTheTemplate) {
+TEST(TrimJobForCache, KeepsOnlyWhatTheStatusAndTheWorkerRoleRead) {
   const json mc = MiniClusterObject();
   DesiredOptions opts = kOptions;
   opts.key_id = "k2";
   json job = DesiredJob(*ParseMiniCluster(mc).minicluster, opts);
   TrimJobForCache(job);
   EXPECT_EQ(KeyIdOfJob(job), "k2");
-  EXPECT_LT(job["spec"]["template"].dump().size(), 200u) << job.dump();
+  EXPECT_LT(job["spec"]["template"].dump().size(), 300u) << job.dump();
   json plain = StoredJob(mc, true);
   TrimJobForCache(plain);
-  EXPECT_FALSE(plain["spec"].contains("template"));
+  EXPECT_EQ(KeyIdOfJob(plain), "");
+  EXPECT_LT(plain["spec"]["template"].dump().size(), 300u) << plain.dump();
   const json status =
       ComputeStatus(*ParseMiniCluster(mc).minicluster, &job, nullptr, kNow);
   EXPECT_EQ(status["keyId"], "k2");
@@ -98,7 +100,7 @@ TEST(PlanReconcile, TrimmedJobPlansLikeTheFullJob) {
     full["metadata"]["managedFields"] = json::array({{{"manager", "x"}}});
     json trimmed = full;
     TrimJobForCache(trimmed);
-    EXPECT_FALSE(trimmed["spec"].contains("template"));
+    EXPECT_LT(trimmed["spec"]["template"].dump().size(), 300u);
     EXPECT_FALSE(trimmed["metadata"].contains("managedFields"));
     EXPECT_TRUE(trimmed["spec"].contains("suspend"));
     const auto want =
@@ -413,11 +415,12 @@ struct Fixture {
   kube::ObjectStore workloads{
       JobUidsOfWorkload};  // as the controller's Watches
   RecordingApi api;
-  Reconciler reconciler{
-      {miniclusters, services, jobs, workloads, network_policies},
-      api,
-      kOptions};
-  Fixture() { api.miniclusters = &miniclusters; }
+  Reconciler reconciler;
+  explicit Fixture(const DesiredOptions& options = kOptions)
+      : reconciler({miniclusters, services, jobs, workloads, network_policies},
+                   api, options) {
+    api.miniclusters = &miniclusters;
+  }
 };
 
 TEST(Reconciler, CreatesFromCachesThroughTheApi) {
@@ -678,6 +681,61 @@ TEST(Reconciler, UnreadableMiniClusterIsRetriedWithoutWrites) {
   EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
             RetryReason::kMiniClusterLookupFailed);
   EXPECT_TRUE(f.api.calls.empty());
+}
+
+// The worker role: a Job MultiKueue copied here, and no MiniCluster.
+TEST(Reconciler, WorkerMakesTheServiceAndPolicyOfACopiedJob) {
+  DesiredOptions worker = kOptions;
+  worker.multikueue_worker = true;
+  Fixture f(worker);
+  json job = testing::CopiedJob(MiniClusterObject());
+  TrimJobForCache(job);
+  f.jobs.Upsert(job);
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  ASSERT_EQ(f.api.calls.size(), 2u);
+  EXPECT_EQ(f.api.calls[0].verb, "create");
+  EXPECT_EQ(f.api.calls[0].body["kind"], "Service");
+  EXPECT_EQ(f.api.calls[1].body["kind"], "NetworkPolicy");
+  for (const auto& call : f.api.calls) {
+    EXPECT_EQ(call.body["metadata"]["ownerReferences"][0]["kind"], "Job");
+    EXPECT_EQ(call.body["metadata"]["ownerReferences"][0]["uid"],
+              "worker-job-uid");
+  }
+  // Once the caches have them, nothing more.
+  f.api.calls.clear();
+  const CopiedJobObjects made = *DesiredForCopiedJob(job, kOptions);
+  f.services.Upsert(made.service);
+  f.network_policies.Upsert(made.network_policy);
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_TRUE(f.api.calls.empty());
+}
+
+// Without --multikueue-worker (a manager, a single cluster) a copied Job,
+// or a user's Job made to look like one, gets nothing.
+TEST(Reconciler, WithoutTheWorkerRoleACopiedJobGetsNothing) {
+  Fixture f;
+  json job = testing::CopiedJob(MiniClusterObject());
+  TrimJobForCache(job);
+  f.jobs.Upsert(job);
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  EXPECT_TRUE(f.api.calls.empty());
+}
+
+// A MiniCluster of that name on the worker is reconciled as one: its own
+// Service, never one owned by the Job.
+TEST(Reconciler, WorkerReconcilesAMiniClusterOfThatNameAsAMiniCluster) {
+  DesiredOptions worker = kOptions;
+  worker.multikueue_worker = true;
+  Fixture f(worker);
+  f.miniclusters.Upsert(MiniClusterObject());
+  json job = testing::CopiedJob(MiniClusterObject());
+  TrimJobForCache(job);
+  f.jobs.Upsert(job);
+  f.reconciler.Reconcile("science/demo");
+  ASSERT_FALSE(f.api.calls.empty());
+  EXPECT_EQ(f.api.calls[0].body["kind"], "Service");
+  EXPECT_EQ(f.api.calls[0].body["metadata"]["ownerReferences"][0]["kind"],
+            "MiniCluster");
 }
 
 }  // namespace

@@ -119,6 +119,38 @@ TEST(Status, AdmittedWorkloadAndRunningJob) {
   EXPECT_EQ(status["workload"]["clusterQueue"], "cluster-queue");
 }
 
+// MultiKueue: the manager's Workload names the worker that runs the Job
+// (status.clusterName), and the manager's Job mirrors the worker's status.
+TEST(Status, MultiKueueWorkloadNamesTheWorkerCluster) {
+  const json job = Job(false);
+  json workload = {
+      {"metadata", {{"name", "job-demo-abcde"}}},
+      {"status",
+       {{"admission", {{"clusterQueue", "cluster-queue"}}},
+        {"clusterName", "worker1"},
+        {"conditions",
+         json::array({Condition("QuotaReserved", "True", "QuotaReserved"),
+                      Condition("Admitted", "True", "Admitted",
+                                "The workload is admitted")})}}}};
+  const MiniCluster mc = Mc({{kQueueNameLabel, "user-queue"}});
+  const json status = ComputeStatus(mc, &job, &workload, kNow);
+  ExpectOnlyTrue(status, "Running");
+  EXPECT_EQ(Find(status, "Running")["message"],
+            "4 of 4 broker pods active, 2 ready on worker cluster worker1");
+  EXPECT_EQ(status["workload"]["clusterName"], "worker1");
+  const json suspended = Job(true);
+  EXPECT_EQ(
+      Find(ComputeStatus(mc, &suspended, &workload, kNow), "Queued")["message"],
+      "admitted by ClusterQueue cluster-queue on worker cluster "
+      "worker1; waiting for the Job to start");
+  json trimmed = workload;
+  TrimWorkloadForCache(trimmed);
+  EXPECT_EQ(ComputeStatus(mc, &job, &trimmed, kNow), status);
+  workload["status"].erase("clusterName");  // no MultiKueue
+  EXPECT_FALSE(ComputeStatus(mc, &job, &workload, kNow)["workload"].contains(
+      "clusterName"));
+}
+
 TEST(Status, EvictedWorkloadShowsWhyTheJobIsQueuedAgain) {
   const json job = Job(true);
   const json workload = {

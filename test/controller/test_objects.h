@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "controller/copied_job.h"
+#include "controller/desired.h"
+#include "controller/minicluster.h"
 #include "kube/kube_client.h"
 #include "kube/object_store.h"
 
@@ -61,6 +64,20 @@ inline std::optional<kube::HttpResponse> MiniClusterGet(
   auto object = store.Get(key);
   if (!object) return kube::HttpResponse{404, "", ""};
   return kube::HttpResponse{200, object->dump(), ""};
+}
+
+// A MiniCluster's Job as MultiKueue creates it on a worker
+// (job_multikueue_adapter.go): metadata cloned without ownerReferences,
+// uid and managedFields; the prebuilt-workload and origin labels added.
+inline nlohmann::json CopiedJob(const nlohmann::json& mc_object) {
+  nlohmann::json job =
+      DesiredJob(*ParseMiniCluster(mc_object).minicluster, DesiredOptions{});
+  job["metadata"].erase("ownerReferences");
+  job["metadata"]["uid"] = "worker-job-uid";
+  job["metadata"]["labels"][kMultiKueueOriginLabel] = "multikueue";
+  job["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] =
+      "job-demo-1";
+  return job;
 }
 
 }  // namespace fcc::controller::testing
