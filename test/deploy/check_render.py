@@ -4,7 +4,9 @@ DaemonSet and the driver's own flags agree: one driver name, one socket (the
 one the driver serves, registers with kubelet and probes for liveness), one
 master key Secret. Then starts the real driver with
 the DaemonSet's args (paths redirected to a temp dir) to prove it accepts
-them, and checks that deliberately broken manifests are caught.
+them, and checks that deliberately broken manifests are caught. The
+MultiKueue variants (deploy/multikueue/) are deploy/'s render with only
+their own changes.
 
 usage: check_render.py INSTALL_KUSTOMIZE DEPLOY_DIR DRIVER_BINARY
 (INSTALL_KUSTOMIZE: scripts/install-kustomize, which prints its path)
@@ -576,6 +578,126 @@ def check_opt_out(kustomize, deploy_dir, objects):
     return errors
 
 
+MULTIKUEUE_SA = "system:serviceaccount:kueue-system:multikueue-sa"
+ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+WORKER_ARG = "--multikueue-worker"
+# deploy/multikueue/worker/policy.yaml's, and the policies the worker
+# overlay gives one matchCondition more (with what it names).
+WORKER_POLICIES = ("minicluster-controller-multikueue.minicluster.dev",
+                   "multikueue-curve-volume-jobs.minicluster.dev")
+WORKER_CONDITIONS = {"minicluster-controller-scope.minicluster.dev": ORIGIN_LABEL,
+                     "curve-volume-jobs.minicluster.dev": MULTIKUEUE_SA}
+OVERLAYS = ("multikueue/manager", "multikueue/worker")
+
+
+def _key(o):
+    return (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+
+
+def check_multikueue_objects(deploy, manager, worker):
+    """The MultiKueue variants against deploy/'s render (docs/multikueue.md):
+    the manager is deploy/ without the driver (CSIDriver, its namespace and
+    all in it), every other object unchanged, the admission policies all
+    there; the worker is deploy/ with the controller given --multikueue-worker,
+    two policies given one matchCondition more, and policy.yaml's policies."""
+    c = m.Checker()
+    base = {_key(o): o for o in deploy}
+    driver = {k for k in base if k[0] == "CSIDriver" or k[1] == m.NAMESPACE
+              or k[:2] == ("Namespace", "") and k[2] == m.NAMESPACE}
+    got = {_key(o): o for o in manager}
+    c.equal(sorted(got), sorted(set(base) - driver), "manager: objects (deploy/'s but the driver's)")
+    for k in sorted(set(got) & set(base)):
+        c.check(got[k] == base[k], f"manager: {'/'.join(k)} differs from deploy/'s")
+    for kind in ("DaemonSet", "CSIDriver"):
+        c.check(not m.find(manager, kind), f"manager: has a {kind}")
+
+    got = {_key(o): copy.deepcopy(o) for o in worker}
+    c.equal(sorted(set(base) - set(got)), [], "worker: deploy/'s objects missing")
+    c.equal(sorted(set(got) - set(base)),
+            sorted((kind, "", name) for kind in POLICY_KINDS for name in WORKER_POLICIES),
+            "worker: objects beyond deploy/'s")
+    # Undo what the overlay changes, checking it on the way; the rest must
+    # be deploy/'s.
+    for d in m.find(list(got.values()), "Deployment", CONTROLLER):
+        try:
+            ct = m.container(m.pod_spec(d), "controller")
+            want = m.container(m.pod_spec(base[_key(d)]), "controller")["args"]
+        except KeyError as e:
+            c.check(False, f"worker: controller container: {e}")
+            continue
+        if c.equal(ct.get("args"), want + [WORKER_ARG], "worker: the controller's args"):
+            ct["args"] = want
+    for name, names in WORKER_CONDITIONS.items():
+        policy = got.get((POLICY_KINDS[0], "", name))
+        if policy is None or _key(policy) not in base:
+            continue
+        conditions = policy["spec"].get("matchConditions", [])
+        want = base[_key(policy)]["spec"]["matchConditions"]
+        if c.check(conditions[:-1] == want and len(conditions) == len(want) + 1
+                   and names in conditions[-1].get("expression", ""),
+                   f"worker: {name} matchConditions are not deploy/'s and one naming {names}"):
+            policy["spec"]["matchConditions"] = want
+    for k in sorted(set(got) & set(base)):
+        c.check(got[k] == base[k], f"worker: {'/'.join(k)} differs from deploy/'s "
+                "beyond the overlay's changes")
+    jobs = got.get((POLICY_KINDS[0], "", WORKER_POLICIES[1]))
+    c.check(jobs and MULTIKUEUE_SA in json.dumps(jobs.get("spec", {}).get("matchConditions")),
+            f"worker: {WORKER_POLICIES[1]} does not match {MULTIKUEUE_SA}'s requests")
+    return c.errors
+
+
+def _drop(objs, kind, name):
+    objs.remove(m.find(objs, kind, name)[0])
+
+
+MULTIKUEUE_MUTATIONS = {  # (manager, worker) -> breaks one
+    "manager with the DaemonSet": lambda d, mg, w: mg.append(m.find(d, "DaemonSet", DS_NAME)[0]),
+    "manager without jobs.yaml": lambda d, mg, w: _drop(mg, POLICY_KINDS[0],
+                                                        "curve-volume-jobs.minicluster.dev"),
+    "worker without the flag": lambda d, mg, w: m.container(
+        m.pod_spec(m.find(w, "Deployment", CONTROLLER)[0]), "controller")["args"].pop(),
+    "worker scope condition": lambda d, mg, w: _policy(
+        w, "minicluster-controller-scope.minicluster.dev")["spec"]["matchConditions"].pop(),
+    "worker without its jobs policy": lambda d, mg, w: _drop(w, POLICY_KINDS[0], WORKER_POLICIES[1]),
+    "worker csidriver": lambda d, mg, w: m.find(w, "CSIDriver")[0]["spec"].update(
+        podInfoOnMount=False),
+}
+
+
+def check_multikueue(kustomize, deploy_dir, objects, serve_flags, global_flags):
+    """Both variants render, as checked above; the worker passes every check
+    of deploy/'s render; `kustomize edit set image` in each variant's
+    directory (as its kustomization.yaml says) pins both workloads."""
+    manager, worker = (m.render(kustomize, os.path.join(deploy_dir, o)) for o in OVERLAYS)
+    errors = check_multikueue_objects(objects, manager, worker)
+    errors += [f"worker: {e}" for e in check_objects(worker, serve_flags, global_flags)]
+    image = "registry.example/flux-curve-csi:check"
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_dir = os.path.join(tmp, "deploy")
+        shutil.copytree(deploy_dir, copy_dir)
+        for overlay in OVERLAYS:
+            where = os.path.join(copy_dir, overlay)
+            subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={image}"],
+                           cwd=where, check=True, capture_output=True)
+            images = sorted({ct["image"] for o in m.render(kustomize, where)
+                             if o["kind"] in ("Deployment", "DaemonSet")
+                             for ct in m.pod_spec(o)["containers"]})
+            if images != [image]:
+                errors.append(f"{overlay}: after kustomize edit set image: {images}")
+    for name, mutate in MULTIKUEUE_MUTATIONS.items():
+        broken = copy.deepcopy((objects, manager, worker))
+        try:
+            mutate(*broken)
+        except (KeyError, IndexError) as e:
+            errors.append(f"self-test: mutation {name!r} does not apply: {e!r}")
+            continue
+        if not check_multikueue_objects(*broken):
+            errors.append(f"self-test: a broken variant ({name}) passed")
+    print(f"{', '.join(OVERLAYS)}: {len(manager)} and {len(worker)} objects; "
+          f"{len(MULTIKUEUE_MUTATIONS)} broken variants tried")
+    return errors
+
+
 def main():
     installer, deploy_dir, binary = sys.argv[1:4]
     kustomize = subprocess.run([installer], check=True, capture_output=True,
@@ -588,6 +710,7 @@ def main():
 
     errors = check_objects(objects, serve_flags, global_flags)
     errors += check_opt_out(kustomize, deploy_dir, objects)
+    errors += check_multikueue(kustomize, deploy_dir, objects, serve_flags, global_flags)
     if not errors:
         errors += driver_accepts_args(binary, _driver(objects)["args"])
     for name, mutate in MUTATIONS.items():

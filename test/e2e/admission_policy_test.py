@@ -32,6 +32,17 @@ flux-curve-csi or kube-system, not unowned, no other Secret or
 ServiceAccount, no hostPath or privileged container. Every refused request
 is first admitted (server dry run) with the controller policies unbound.
 
+test_multikueue_worker: deploy/multikueue/worker/'s policies (issue 31).
+MultiKueue's account (examples/multikueue/worker-access.yaml, through the
+kubeconfig deploy/multikueue/worker-kubeconfig prints, checked against
+Kueue's rules for it) creates the copy of a MiniCluster's Job that Kueue
+makes, in a namespace with no MiniCluster, where deploy/'s policies alone
+refuse it; that account's other Jobs with the curve volume (no origin
+label, hostPath, privileged, ...), its pods with it, and a user's copy are
+refused. The controller's token creates the copy's Service and
+NetworkPolicy, owned by the Job, and nothing else so labelled (another
+owner, kube-system, adopting), and no Job with MultiKueue's label.
+
   test/e2e/admission_policy_test.py [TEST...]   (FCC_CONTROLLER=path/to/binary)
 """
 
@@ -668,6 +679,275 @@ def test_minicluster_quota(work):
              "MiniClusters after the refusal")
 
 
+WORKER_DIR = os.path.join(REPO, "deploy", "multikueue", "worker")
+MK_NS, MK_SA = "kueue-system", "multikueue-sa"
+MK_USER = f"system:serviceaccount:{MK_NS}:{MK_SA}"
+ORIGIN = "kueue.x-k8s.io/multikueue-origin"
+MK_JOBS = "multikueue-curve-volume-jobs.minicluster.dev"
+MK_CONTROLLER = "minicluster-controller-multikueue.minicluster.dev"
+
+
+def check_policy_refused(r, policy, what, says):
+    """Refused by `policy` (either, for a tuple), with `says` in its message."""
+    err = r.stderr.strip()
+    check(r.returncode != 0, f"{what} was admitted: {r.stdout.strip()}")
+    policies = policy if isinstance(policy, tuple) else (policy,)
+    by = [p for p in policies if f"ValidatingAdmissionPolicy '{p}'" in err]
+    check(by, f"{what}: not refused by {' or '.join(policies)}: {err}")
+    check(says in err, f"{what}: the message does not say {says!r}: {err}")
+    log(f"{what}: refused by {by[0]}: {err.split('denied request: ', 1)[-1][:160]}")
+
+
+def worker_kubeconfig(work, admin_kubeconfig, name):
+    """deploy/multikueue/worker-kubeconfig's output (kubectl on
+    `admin_kubeconfig`, run from / so relative paths resolve from the
+    kubeconfig), checked as Kueue's MultiKueueCluster controller checks it
+    (pkg/controller/admissionchecks/multikueue, validateKubeconfig): no file
+    paths, tokenFile, insecure TLS, basic auth or plugins; the server an IP
+    or DNS name. Returns its path."""
+    import base64
+    import ipaddress
+    import urllib.parse
+    import yaml  # python3-yaml
+    out = os.path.join(work, name)
+    r = subprocess.run([os.path.join(REPO, "deploy", "multikueue", "worker-kubeconfig"),
+                        "--duration", "2h", out], cwd="/", capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "KUBECONFIG": admin_kubeconfig})
+    check(r.returncode == 0, f"worker-kubeconfig: rc={r.returncode}: {r.stderr}")
+    check_eq(os.stat(out).st_mode & 0o777, 0o600, f"{name} mode")
+    with open(out) as f:
+        kc = yaml.safe_load(f)
+    clusters = [c["cluster"] for c in kc["clusters"]]
+    users = [u["user"] for u in kc["users"]]
+    check_eq(len(clusters), 1, f"{name}: clusters")
+    check_eq(sorted(clusters[0]), ["certificate-authority-data", "server"], f"{name}: cluster fields")
+    check_eq(sorted(users[0]) if len(users) == 1 else users, ["token"], f"{name}: user fields")
+    check_eq(clusters[0]["server"], os.environ["FCC_CP_APISERVER"], f"{name}: server")
+    host = urllib.parse.urlsplit(clusters[0]["server"]).hostname
+    ipaddress.ip_address(host)  # the control plane's is 127.0.0.1
+    with open(os.path.join(os.environ["FCC_CP_DIR"], "pki", "ca.crt"), "rb") as f:
+        check_eq(base64.b64decode(clusters[0]["certificate-authority-data"]), f.read(),
+                 f"{name}: certificate-authority-data")
+    who = json.loads(kubectl("--kubeconfig", out, "auth", "whoami", "-o", "json").stdout)
+    check_eq(who["status"]["userInfo"]["username"], MK_USER, f"{name}: the token's user")
+    log(f"{name}: {r.stderr.strip().splitlines()[-2]}")
+    return out
+
+
+def test_multikueue_worker(work):
+    """deploy/multikueue/worker/'s policies (issue 31): MultiKueue's account
+    (examples/multikueue/worker-access.yaml, with the kubeconfig
+    deploy/multikueue/worker-kubeconfig makes) creates the copy of a
+    MiniCluster's Job in a namespace with no MiniCluster; nothing else
+    with the curve volume, and no one else; the controller's token
+    creates that Job's Service and NetworkPolicy, owned by the Job, and
+    nothing else so labelled."""
+    import copy
+    import shutil
+    import yaml  # python3-yaml
+    ns, ns_mc = "e2e-mk-worker", "e2e-mk-manager"
+    for where in (ns, ns_mc, MK_NS, CONTROLLER_NS):
+        create_namespace(where)
+    grant_user(ns)
+    kubectl("apply", "-f", os.path.join(REPO, "examples", "multikueue", "worker-access.yaml"))
+    kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
+    ctl = service_account_kubeconfig(work, CONTROLLER_SA, CONTROLLER_NS)
+
+    # The kubeconfig, from the admin's (CA embedded) and from one that names
+    # the CA file by a relative path.
+    mk = worker_kubeconfig(work, os.environ["KUBECONFIG"], "mk-worker.kubeconfig")
+    with open(os.environ["KUBECONFIG"]) as f:
+        admin = yaml.safe_load(f)
+    admin["clusters"][0]["cluster"].pop("certificate-authority-data")
+    admin["clusters"][0]["cluster"]["certificate-authority"] = "ca-copy.crt"
+    shutil.copy(os.path.join(os.environ["FCC_CP_DIR"], "pki", "ca.crt"),
+                os.path.join(work, "ca-copy.crt"))
+    with open(os.path.join(work, "admin-ca-file.kubeconfig"), "w") as f:
+        yaml.safe_dump(admin, f)
+    worker_kubeconfig(work, os.path.join(work, "admin-ca-file.kubeconfig"), "mk-ca-file.kubeconfig")
+
+    def as_mk(obj, dry_run=True):
+        args = ["--kubeconfig", mk, "create", "-f", "-"] + (["--dry-run=server"] if dry_run else [])
+        return kubectl(*args, input=json.dumps(obj), check_rc=False)
+
+    # MultiKueue's copy of MiniCluster lab's Job (Kueue's job adapter: name,
+    # namespace, labels, annotations and spec; no owner; its two labels).
+    mc_path = os.path.join(work, "mk-lab.json")
+    with open(mc_path, "w") as f:
+        json.dump(minicluster("lab", ns, size=2) | {"metadata": {
+            "name": "lab", "namespace": ns, "uid": "00000000-0000-0000-0000-00000000cafe"}}, f)
+    service, job = rendered(mc_path)
+    for obj in (service, job):
+        obj["metadata"].pop("ownerReferences")
+    job["metadata"]["labels"] |= {ORIGIN: "manager-origin",
+                                  "kueue.x-k8s.io/prebuilt-workload-name": "job-lab-12345",
+                                  "kueue.x-k8s.io/queue-name": "user-queue"}
+
+    def variant(edit, base=job):
+        obj = copy.deepcopy(base)
+        edit(obj)
+        return obj
+
+    def pod_spec(obj):
+        return obj["spec"]["template"]["spec"]
+
+    # A MiniCluster lab in another namespace (a worker's own, say): there
+    # the parameter policies find it and leave multikueue-sa's Jobs alone.
+    apply(minicluster("lab", ns_mc, size=2))
+    stored_mc = get("minicluster", "lab", ns_mc)
+    path = os.path.join(work, "mk-lab-mc.json")
+    with open(path, "w") as f:
+        json.dump(stored_mc, f)
+    _, mc_job = rendered(path)
+
+    # 1. deploy/'s policies alone: the copy is refused (jobs.yaml).
+    kubectl("apply", "-k", POLICY_DIR)
+    wait_for("jobs.yaml refusing multikueue-sa's Job", lambda: as_mk(job).returncode != 0, timeout=30)
+    check_refused(as_mk(job), JOBS_POLICY, MK_USER, "MultiKueue's copy, deploy/'s policies")
+    # ...and so is the controller's Service for it.
+    labels = service["metadata"]["labels"] | {ORIGIN: "manager-origin"}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "lab",
+             "uid": "00000000-0000-0000-0000-00000000beef", "controller": True}
+    svc = variant(lambda o: o["metadata"].update(labels=labels, ownerReferences=[owner]),
+                  base=service)
+    check_policy_refused(as_controller(ctl, svc), SCOPE, "the controller's Service for the copy, "
+                         "deploy/'s policies", "controller ownerReference is the MiniCluster")
+
+    # 2. The worker variant's policies.
+    text = kubectl("kustomize", WORKER_DIR).stdout
+    policies = [o for o in yaml.safe_load_all(text)
+                if o and o["kind"].startswith("ValidatingAdmissionPolicy")]
+    check_eq(sorted(o["metadata"]["name"] for o in policies if o["kind"] == "ValidatingAdmissionPolicy"
+                    and o["metadata"]["name"] in (MK_JOBS, MK_CONTROLLER)),
+             sorted([MK_CONTROLLER, MK_JOBS]), "worker policies in the render")
+    apply({"apiVersion": "v1", "kind": "List", "items": policies})
+    no_origin = variant(lambda o: o["metadata"]["labels"].pop(ORIGIN))
+    no_origin_mc = variant(lambda o: o["metadata"].update(namespace=ns_mc), base=no_origin)
+    try:
+        def in_force():
+            ok, refused = as_mk(job), as_mk(no_origin_mc)
+            return (ok.returncode == 0 and f"'{MK_JOBS}'" in refused.stderr
+                    or f"<the copy: {ok.stderr.strip()}; without origin: {refused.stderr.strip()}>")
+        wait_for("the worker policies in force", in_force, timeout=30)
+        # (a) The copy, in a namespace with no MiniCluster, stored.
+        check_admitted(as_mk(job, dry_run=False), "MultiKueue's copy of a MiniCluster Job")
+        stored = get("job", "lab", ns)
+        check_eq({k: stored["metadata"]["labels"].get(k) for k in job["metadata"]["labels"]},
+                 job["metadata"]["labels"], "the copy's labels as stored")
+        check_eq(items("miniclusters", ns), [], f"MiniClusters in {ns}")
+        # worker-access.yaml grants no pods or CronJobs; given the rights
+        # to create them (Kueue's example role has pods), the policies
+        # refuse them with the curve volume.
+        thief = pod("thief", ns)
+        cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": copy.deepcopy(job["metadata"]),
+                "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": job["spec"]}}}
+        for obj, resource in ((thief, "pods"), (cron, "cronjobs")):
+            r = as_mk(obj)
+            check(r.returncode != 0 and f'cannot create resource "{resource}"' in r.stderr,
+                  f"multikueue-sa's {resource}, worker-access.yaml's rights: {r.stdout} {r.stderr}")
+        kubectl("create", "role", "mk-more", "-n", ns, "--verb=create", "--resource=pods,cronjobs")
+        kubectl("create", "rolebinding", "mk-more", "-n", ns, "--role=mk-more",
+                f"--serviceaccount={MK_NS}:{MK_SA}")
+        wait_for("multikueue-sa's pod and CronJob rights", lambda: all(
+            "cannot create" not in as_mk(o).stderr for o in (thief, cron)), timeout=30)
+        # (b), (c) Anything else with the curve volume, by the same account.
+        copy_of = "copy of a MiniCluster Job"
+        # Without the origin label the controller's parameter policies
+        # match it too, and find no MiniCluster here (Deny, whoever asks).
+        check_policy_refused(as_mk(no_origin), (MK_JOBS, OWNER, JOB_SPEC),
+                             "multikueue-sa's Job without the origin label", "denied request")
+        for what, obj, says in (
+                ("without the origin label, beside a MiniCluster of its name", no_origin_mc, copy_of),
+                ("without the managed-by label",
+                 variant(lambda o: o["metadata"]["labels"].pop("app.kubernetes.io/managed-by")), copy_of),
+                ("named unlike its minicluster.dev/name",
+                 variant(lambda o: o["metadata"].update(name="other")), copy_of),
+                ("with another subdomain",
+                 variant(lambda o: pod_spec(o).update(subdomain="other")), copy_of),
+                ("with a hostPath volume",
+                 variant(lambda o: pod_spec(o)["volumes"].append(
+                     {"name": "host", "hostPath": {"path": "/"}})), "hostPath"),
+                ("with a privileged container",
+                 variant(lambda o: pod_spec(o)["containers"][0].update(
+                     securityContext={"privileged": True})), "privileged"),
+                ("on the host's network", variant(lambda o: pod_spec(o).update(hostNetwork=True)),
+                 "network, PID or IPC"),
+                ("reading a Secret by envFrom",
+                 variant(lambda o: pod_spec(o)["containers"][0].update(
+                     envFrom=[{"secretRef": {"name": "other-secret"}}])), "envFrom"),
+                ("in kube-system",
+                 variant(lambda o: o["metadata"].update(namespace="kube-system")), "system namespace"),
+                ("as a CronJob", cron, "MultiKueue creates Jobs only")):
+            check_policy_refused(as_mk(obj), MK_JOBS, f"multikueue-sa's Job {what}", says)
+        # (d) Not anyone else's, labelled as MultiKueue's or not.
+        check_refused(create(variant(lambda o: o["metadata"].update(name="alice")), USER, dry_run=True),
+                      JOBS_POLICY, USER, "alice's copy of a MiniCluster Job")
+        # (e) No pod with the curve volume.
+        check_refused(as_mk(thief), PODS_POLICY, MK_USER, "multikueue-sa's pod with the curve volume")
+
+        # (f) The controller's Service and NetworkPolicy for the copy: owned
+        # by the Job, labelled like it.
+        owner["uid"] = stored["metadata"]["uid"]
+        netpol = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                  "metadata": copy.deepcopy(svc["metadata"]),
+                  "spec": {"podSelector": {"matchLabels": {NAME_LABEL: "lab"}},
+                           "policyTypes": ["Ingress"],
+                           "ingress": [{"from": [{"podSelector": {"matchLabels": {NAME_LABEL: "lab"}}}],
+                                        "ports": [{"protocol": "TCP", "port": 8050}]}]}}
+        for obj in (svc, netpol):
+            check_admitted(as_controller(ctl, obj, dry_run=False),
+                           f"the controller's {obj['kind']} for MultiKueue's Job")
+        # Its apply to them, as it reconciles.
+        check_admitted(as_controller(ctl, svc, dry_run=False, verb="apply"),
+                       "the controller's apply to that Service")
+        # Admin's headless Service, for the adoption case.
+        apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "adm", "namespace": ns},
+               "spec": {"clusterIP": "None", "selector": {NAME_LABEL: "adm"},
+                        "ports": [{"port": 8050}]}})
+        # MiniCluster lab's own Job: only the origin label can refuse it.
+        check_admitted(as_controller(ctl, mc_job), "the controller's Job for a MiniCluster")
+        for what, obj, policy, says, verb in (
+                ("a Service owned by a Job of another name",
+                 variant(lambda o: o["metadata"]["ownerReferences"][0].update(name="other"), base=svc),
+                 MK_CONTROLLER, "the Job (batch/v1) named lab", "create"),
+                ("a Service in kube-system",
+                 variant(lambda o: o["metadata"].update(namespace="kube-system"), base=svc),
+                 MK_CONTROLLER, "system namespace", "create"),
+                ("a NetworkPolicy owned by a MiniCluster",
+                 variant(lambda o: o["metadata"]["ownerReferences"][0].update(
+                     kind="MiniCluster", apiVersion="minicluster.dev/v1alpha1"), base=netpol),
+                 MK_CONTROLLER, "the Job (batch/v1) named lab", "create"),
+                ("a Service without the managed-by label",
+                 variant(lambda o: o["metadata"]["labels"].pop("app.kubernetes.io/managed-by"), base=svc),
+                 MK_CONTROLLER, "app.kubernetes.io/managed-by", "create"),
+                ("adopting an admin's Service",
+                 variant(lambda o: (o["metadata"].update(name="adm"),
+                                    o["metadata"]["ownerReferences"][0].update(name="adm"),
+                                    o["spec"]["selector"].update({NAME_LABEL: "adm"})), base=svc),
+                 MK_CONTROLLER, "its Job already controls", "apply"),
+                ("a Service for the Job without the origin label",
+                 variant(lambda o: o["metadata"]["labels"].pop(ORIGIN), base=svc),
+                 (SCOPE, OWNER), "denied request", "create"),
+                ("a Job labelled with MultiKueue's origin",
+                 variant(lambda o: o["metadata"]["labels"].update({ORIGIN: "forged"}), base=mc_job),
+                 SCOPE, "only Kueue's MultiKueue makes those", "create")):
+            check_policy_refused(as_controller(ctl, obj, verb=verb), policy,
+                                 f"the controller's token: {what}", says)
+
+        # The worker's Job controller makes the copy's pods (pods.yaml and
+        # name-label.yaml admit them).
+        kubectl("patch", "job", "lab", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+        pods = wait_for("two pods of MultiKueue's Job", lambda: len(job_pods(ns, "lab")) == 2
+                        and job_pods(ns, "lab"), timeout=60)
+        check_eq(sorted(p["spec"]["hostname"] + "." + p["spec"]["subdomain"] for p in pods),
+                 ["lab-0.lab", "lab-1.lab"], "the pods' names in the Service")
+        check_eq([m for r, m in events(ns, "Job", "lab") if r == "FailedCreate"], [],
+                 "FailedCreate events of MultiKueue's Job")
+    finally:
+        kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy",
+                MK_JOBS, MK_CONTROLLER, "--ignore-not-found")
+        kubectl("apply", "-k", POLICY_DIR)
+
 if __name__ == "__main__":
     main([test_job_controller_identity, test_policy, test_volume_count, test_name_label,
-          test_minicluster_quota, test_controller_confined])
+          test_minicluster_quota, test_controller_confined, test_multikueue_worker])

@@ -96,6 +96,22 @@ def test_deploy(work):
     check_eq(sorted(opt_out), sorted(ln for ln in lines if not ln.startswith("validatingadmission")),
              "the opt-out's objects (deploy/'s but the policies)")
     log(f"deploy/ without admission policy (component): {len(opt_out)} objects pass")
+    # The MultiKueue variants (docs/multikueue.md): the manager has no
+    # driver, the worker everything and its own policies.
+    for overlay, absent, extra in (
+            ("manager", ("csidriver", "daemonset", "resourcequota"), ()),
+            ("worker", (), ("minicluster-controller-multikueue", "multikueue-curve-volume-jobs"))):
+        where = os.path.join(REPO, "deploy", "multikueue", overlay)
+        got = dry_run(f"kubectl kustomize deploy/multikueue/{overlay}/", "-f", "-",
+                      input=kubectl("kustomize", where).stdout)
+        kinds = {ln.split("/")[0].split(".")[0] for ln in got}
+        check(not kinds & set(absent), f"deploy/multikueue/{overlay}/ has {kinds & set(absent)}")
+        want = sorted([ln.split(" ")[0] for ln in policy_lines] + [
+            f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/{name}.minicluster.dev"
+            for name in extra for b in ("", "binding")])
+        check_eq(sorted(ln.split(" ")[0] for ln in got if ln.startswith("validatingadmission")),
+                 want, f"admission policies in deploy/multikueue/{overlay}/")
+        log(f"deploy/multikueue/{overlay}/ (kustomize): {len(got)} objects pass")
     for f in manifests("deploy"):
         n = len(dry_run(os.path.relpath(f, REPO), "-f", f))
         log(f"{os.path.relpath(f, REPO)}: {n} objects pass")
@@ -163,7 +179,7 @@ def test_crd_names(work):
 def test_examples(work):
     install_crd()  # MiniClusters need the CRD stored for real
     for f in manifests("examples"):
-        if "/kueue/" in f:
+        if "/kueue/" in f or "/multikueue/" in f:
             continue
         dry_run(os.path.relpath(f, REPO), "-f", f)
         log(f"{os.path.relpath(f, REPO)} passes")
@@ -193,6 +209,12 @@ def test_examples(work):
     for f in manifests("examples/kueue"):
         dry_run(os.path.relpath(f, REPO), "-f", f)
     log(f"examples/kueue: {len(lines)} objects pass (kustomize and each file)")
+    # examples/multikueue: the manager's and a worker's objects, each file
+    # on its own cluster; Kueue's namespace is there once Kueue is.
+    create_namespace("kueue-system")
+    for f in manifests("examples/multikueue"):
+        n = len(dry_run(os.path.relpath(f, REPO), "-f", f))
+        log(f"{os.path.relpath(f, REPO)}: {n} objects pass")
 
 
 if __name__ == "__main__":
