@@ -810,6 +810,9 @@ def test_multikueue_worker(work):
              "uid": "00000000-0000-0000-0000-00000000beef", "controller": True}
     svc = variant(lambda o: o["metadata"].update(labels=labels, ownerReferences=[owner]),
                   base=service)
+    # Each policy is enforced on its own schedule after the apply.
+    wait_for("the scope policy refusing that Service",
+             lambda: as_controller(ctl, svc).returncode != 0, timeout=30)
     check_policy_refused(as_controller(ctl, svc), SCOPE, "the controller's Service for the copy, "
                          "deploy/'s policies", "controller ownerReference is the MiniCluster")
 
@@ -824,10 +827,16 @@ def test_multikueue_worker(work):
     no_origin = variant(lambda o: o["metadata"]["labels"].pop(ORIGIN))
     no_origin_mc = variant(lambda o: o["metadata"].update(namespace=ns_mc), base=no_origin)
     try:
-        def in_force():
+        other_owner = variant(lambda o: o["metadata"]["ownerReferences"][0].update(name="other"),
+                              base=svc)
+
+        def in_force():  # every changed policy, each reloaded on its own
             ok, refused = as_mk(job), as_mk(no_origin_mc)
+            svc_ok, svc_refused = as_controller(ctl, svc), as_controller(ctl, other_owner)
             return (ok.returncode == 0 and f"'{MK_JOBS}'" in refused.stderr
-                    or f"<the copy: {ok.stderr.strip()}; without origin: {refused.stderr.strip()}>")
+                    and svc_ok.returncode == 0 and f"'{MK_CONTROLLER}'" in svc_refused.stderr
+                    or f"<the copy: {ok.stderr.strip()}; without origin: {refused.stderr.strip()}; "
+                       f"Service: {svc_ok.stderr.strip()}; other owner: {svc_refused.stderr.strip()}>")
         wait_for("the worker policies in force", in_force, timeout=30)
         # (a) The copy, in a namespace with no MiniCluster, stored.
         check_admitted(as_mk(job, dry_run=False), "MultiKueue's copy of a MiniCluster Job")
@@ -864,6 +873,9 @@ def test_multikueue_worker(work):
                  variant(lambda o: o["metadata"].update(name="other")), copy_of),
                 ("with another subdomain",
                  variant(lambda o: pod_spec(o).update(subdomain="other")), copy_of),
+                ("mounting another MiniCluster's key",
+                 variant(lambda o: next(v for v in pod_spec(o)["volumes"] if "csi" in v)
+                         ["csi"]["volumeAttributes"].update(minicluster="victim")), "its own MiniCluster"),
                 ("with a hostPath volume",
                  variant(lambda o: pod_spec(o)["volumes"].append(
                      {"name": "host", "hostPath": {"path": "/"}})), "hostPath"),
