@@ -172,11 +172,13 @@ def events_of(name, ns):
 
 # ------------------------------------------------------------------ install
 
-def install(work, without_admission_policy=False):
+def install(work, without_admission_policy=False, overlay=None):
     """The README's install, with the image built here; with
     `without_admission_policy`, the documented opt-out (docs/operations.md):
     the policies admit the curve volume only in the controller's pods, and
-    hand-made pods are what the driver-only tests run."""
+    hand-made pods are what the driver-only tests run. `overlay`: a
+    kustomization under deploy/ (e.g. multikueue/worker, which names the
+    image itself) applied instead of deploy/."""
     key = os.path.join(work, "master.key")
     with open(key, "wb") as f:
         f.write(os.urandom(64))
@@ -184,8 +186,9 @@ def install(work, without_admission_policy=False):
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "daemonset", "namespace.yaml"))
     kubectl("-n", NAMESPACE, "create", "secret", "generic", "flux-curve-csi-master-key",
             f"--from-file=master.key={key}")
-    deploy = os.path.join(work, "deploy")
-    shutil.copytree(os.path.join(REPO, "deploy"), deploy)
+    top = os.path.join(work, "deploy")
+    shutil.copytree(os.path.join(REPO, "deploy"), top)
+    deploy = os.path.join(top, overlay) if overlay else top
     kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
                                capture_output=True, text=True, check=True).stdout.strip()
     subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={driver_image()}"],
