@@ -38,6 +38,27 @@ std::string OnCluster(const WorkloadSummary& wl) {
   return wl.cluster_name.empty() ? "" : " on worker cluster " + wl.cluster_name;
 }
 
+// "; waiting for admission check multikueue (Pending: <message>)": what
+// holds a Workload whose quota is reserved, e.g. MultiKueue looking for a
+// worker with room.
+std::string PendingChecks(const json& status) {
+  const json& checks = kube::FieldAt(status, "admissionChecks");
+  if (!checks.is_array()) return "";
+  std::string text;
+  for (const auto& check : checks) {
+    const std::string& state = kube::StringAt(check, "state");
+    if (state == "Ready") continue;
+    text += (text.empty() ? "; waiting for admission check " : ", ") +
+            kube::StringAt(check, "name") + " (" + state;
+    if (const std::string& message = kube::StringAt(check, "message");
+        !message.empty()) {
+      text += ": " + message;
+    }
+    text += ")";
+  }
+  return text;
+}
+
 struct Verdict {
   State state;
   std::string reason;
@@ -175,6 +196,7 @@ WorkloadSummary SummarizeWorkload(const json& workload) {
     // Quota reserved, admission checks still pending.
     const json* admitted = FindCondition(workload, "Admitted");
     take(admitted != nullptr ? admitted : quota, "QuotaReserved");
+    s.message += PendingChecks(status);
   } else {
     take(nullptr, "Pending");
   }
@@ -195,6 +217,17 @@ void TrimWorkloadForCache(json& workload) {
   if (queue.is_string()) kept["admission"] = {{"clusterQueue", queue}};
   if (auto c = status->find("clusterName"); c != status->end()) {
     kept["clusterName"] = std::move(*c);
+  }
+  if (auto checks = status->find("admissionChecks");
+      checks != status->end() && checks->is_array()) {
+    kept["admissionChecks"] = json::array();
+    for (const auto& check : *checks) {
+      json small = json::object();
+      for (const char* key : {"name", "state", "message"}) {
+        if (check.contains(key)) small[key] = check[key];
+      }
+      kept["admissionChecks"].push_back(std::move(small));
+    }
   }
   *status = std::move(kept);
 }

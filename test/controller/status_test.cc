@@ -146,6 +146,25 @@ TEST(Status, MultiKueueWorkloadNamesTheWorkerCluster) {
   json trimmed = workload;
   TrimWorkloadForCache(trimmed);
   EXPECT_EQ(ComputeStatus(mc, &job, &trimmed, kNow), status);
+  // Before a worker admits it: quota reserved on the manager, MultiKueue's
+  // check pending. The message says what it waits for.
+  json waiting = {
+      {"metadata", {{"name", "job-demo-abcde"}}},
+      {"status",
+       {{"admission", {{"clusterQueue", "cluster-queue"}}},
+        {"admissionChecks", json::array({{{"name", "multikueue"},
+                                          {"state", "Pending"},
+                                          {"lastTransitionTime", kNow}}})},
+        {"conditions",
+         json::array(
+             {Condition("QuotaReserved", "True", "QuotaReserved",
+                        "Quota reserved in ClusterQueue cluster-queue")})}}}};
+  TrimWorkloadForCache(waiting);
+  const json queued = ComputeStatus(mc, &suspended, &waiting, kNow);
+  EXPECT_EQ(Find(queued, "Queued")["reason"], "QuotaReserved");
+  EXPECT_EQ(Find(queued, "Queued")["message"],
+            "Quota reserved in ClusterQueue cluster-queue; waiting for "
+            "admission check multikueue (Pending)");
   workload["status"].erase("clusterName");  // no MultiKueue
   EXPECT_FALSE(ComputeStatus(mc, &job, &workload, kNow)["workload"].contains(
       "clusterName"));

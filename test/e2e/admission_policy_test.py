@@ -46,6 +46,7 @@ owner, kube-system, adopting), and no Job with MultiKueue's label.
   test/e2e/admission_policy_test.py [TEST...]   (FCC_CONTROLLER=path/to/binary)
 """
 
+import copy
 import json
 import os
 import subprocess
@@ -296,8 +297,18 @@ def as_controller(kubeconfig, obj, dry_run=True, verb="create"):
     return kubectl(*args, input=json.dumps(obj), check_rc=False)
 
 
+def edited(base, edit):
+    """A deep copy of `base` changed by `edit`."""
+    obj = copy.deepcopy(base)
+    edit(obj)
+    return obj
+
+
+def pod_spec(obj):
+    return obj["spec"]["template"]["spec"]
+
+
 def test_controller_confined(work):
-    import copy
     ns = "e2e-confine"
     create_namespace(ns)
     create_namespace(CONTROLLER_NS)
@@ -343,12 +354,7 @@ def test_controller_confined(work):
                                     "ports": [{"protocol": "TCP", "port": 8050}]}]}}
 
     def variant(edit, base=job):
-        obj = copy.deepcopy(base)
-        edit(obj)
-        return obj
-
-    def pod_spec(obj):
-        return obj["spec"]["template"]["spec"]
+        return edited(base, edit)
 
     other = kubectl("create", "job", "plain", "-n", ns, f"--image={IMAGE}", "-o", "json",
                     "--dry-run=client").stdout
@@ -742,7 +748,6 @@ def test_multikueue_worker(work):
     with the curve volume, and no one else; the controller's token
     creates that Job's Service and NetworkPolicy, owned by the Job, and
     nothing else so labelled."""
-    import copy
     import shutil
     import yaml  # python3-yaml
     ns, ns_mc = "e2e-mk-worker", "e2e-mk-manager"
@@ -784,12 +789,7 @@ def test_multikueue_worker(work):
                                   "kueue.x-k8s.io/queue-name": "user-queue"}
 
     def variant(edit, base=job):
-        obj = copy.deepcopy(base)
-        edit(obj)
-        return obj
-
-    def pod_spec(obj):
-        return obj["spec"]["template"]["spec"]
+        return edited(base, edit)
 
     # A MiniCluster lab in another namespace (a worker's own, say): there
     # the parameter policies find it and leave multikueue-sa's Jobs alone.

@@ -357,6 +357,8 @@ def third_held_while_eph_runs(t0, t_third):
     log(f"third Queued with nothing on the worker: {samples} samples until eph finished on the "
         f"worker {since(t_third)} after third's create (its Workload seen waiting for the "
         f"worker's quota: {waited}); third's status.workload on the manager: {third_status}")
+    check("; waiting for admission check multikueue (Pending" in (third_status or {}).get("message", ""),
+          f"third's status says it waits for MultiKueue: {third_status}")
     log(f"eph's (state, clusterName) on the manager meanwhile: {eph_states}; its 3 pods all Running "
         f"on the worker {eph_running} after its create")
     check(waited, "third's Workload was seen on the worker, waiting for quota, while eph ran")
