@@ -95,12 +95,16 @@ EventSpec RunningEvent(const json& status, bool queued) {
   if (!queued) {
     return {"Normal", "Started", "Reconcile", "the Job is unsuspended"};
   }
-  const std::string& cq =
-      kube::StringAt(kube::FieldAt(status, "workload"), "clusterQueue");
-  return {"Normal", "Admitted", "Reconcile",
-          "Kueue admitted the Job" +
-              (cq.empty() ? std::string() : " to ClusterQueue " + cq) +
-              " and unsuspended it"};
+  const json& workload = kube::FieldAt(status, "workload");
+  const std::string& cq = kube::StringAt(workload, "clusterQueue");
+  // MultiKueue: the worker cluster that runs it.
+  const std::string& worker = kube::StringAt(workload, "clusterName");
+  return {
+      "Normal", "Admitted", "Reconcile",
+      "Kueue admitted the Job" +
+          (cq.empty() ? std::string() : " to ClusterQueue " + cq) +
+          (worker.empty() ? std::string() : " on worker cluster " + worker) +
+          " and unsuspended it"};
 }
 
 std::vector<EventSpec> EventsFor(const Phase& before, const Phase& after,

@@ -91,7 +91,13 @@ TEST(StatusEvents, QueuedThenAdmittedByKueue) {
   const auto events = StatusEvents(admitted_suspended, running, true);
   ASSERT_EQ(Reasons(events), Strings{"Admitted"});
   EXPECT_EQ(events[0].type, "Normal");
-  EXPECT_NE(events[0].note.find("ClusterQueue cq"), std::string::npos);
+  EXPECT_EQ(events[0].note,
+            "Kueue admitted the Job to ClusterQueue cq and unsuspended it");
+  // MultiKueue: the event names the worker that runs it.
+  running["workload"]["clusterName"] = "worker1";
+  EXPECT_EQ(StatusEvents(admitted_suspended, running, true)[0].note,
+            "Kueue admitted the Job to ClusterQueue cq on worker cluster "
+            "worker1 and unsuspended it");
   // The message (active/ready pods) changes while it runs: no events.
   EXPECT_TRUE(
       StatusEvents(running, Status("Running", "JobRunning", "2 of 2"), true)
