@@ -50,7 +50,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kueue"))
-from node_lib import controller_ready, curve_pod, install, mounts_of  # noqa: E402
+from node_lib import controller_ready, curve_pod, events_of, install, mounts_of  # noqa: E402
 from minicluster_node_test import (all_images, minicluster, pods_of, ready_pods,  # noqa: E402
                                    state)
 from e2e_lib import (CONTROLPLANE, REPO, apply, check, check_eq, cond_true, condition,  # noqa: E402
@@ -460,6 +460,11 @@ def test_multikueue(work):
     check_eq(len(eph_uids), 3, "eph's pods seen on the worker")
     gone = wait_gone_from_worker("eph", eph_uids, t_done)
     log(f"eph gone from the worker after Succeeded on the manager: {gone}")
+    with on("manager"):  # the MiniCluster's Events, as on one cluster
+        notes = {e["reason"]: e["message"] for e in events_of("eph", NS)
+                 if e["involvedObject"].get("kind") == "MiniCluster"}
+    check("on worker cluster worker1" in notes.get("Admitted", ""),
+          f"eph's Admitted event on the manager names worker1: {notes}")
 
     # 4. third runs in the quota eph freed.
     with on("manager"):
