@@ -3,7 +3,9 @@
 source of truth) and checks that they are the same objects: with default
 values exactly, and with each value changed exactly as that value says (the
 expected objects are made from the kustomize render here, so a template that
-misses one place fails). Every difference is listed, by object and field.
+misses one place fails). multikueue.role=manager and =worker render exactly
+what deploy/multikueue/manager and deploy/multikueue/worker do. Every
+difference is listed, by object and field.
 
 usage: check_chart.py INSTALL_HELM INSTALL_KUSTOMIZE CHART_DIR DEPLOY_DIR
 (INSTALL_*: scripts/install-helm and scripts/install-kustomize, which print
@@ -24,6 +26,8 @@ DRIVER_NS = "flux-curve-csi"
 CONTROLLER_NS = "minicluster-system"
 ADMISSION_KINDS = {"ValidatingAdmissionPolicy",
                    "ValidatingAdmissionPolicyBinding"}
+# multikueue.role -> the kustomize overlay it renders, under DEPLOY_DIR.
+ROLES = {"manager": "multikueue/manager", "worker": "multikueue/worker"}
 
 
 def tool(script):
@@ -164,6 +168,22 @@ def without_kinds(objects, kinds):
     return [o for o in objects if o["kind"] not in kinds]
 
 
+def with_namespaces(objects):
+    """Both namespaces renamed, as namespaces.driver=csi-x and
+    namespaces.controller=mc-x say."""
+    return with_namespace(with_namespace(objects, DRIVER_NS, "csi-x"),
+                          CONTROLLER_NS, "mc-x")
+
+
+def namespaces_left(objects):
+    """Namespace names with_namespaces() left. Whatever names the
+    controller's namespace was found and changed; the driver's name is also
+    the app's, so only its namespace uses are."""
+    return [s for s in strings(objects)
+            if CONTROLLER_NS in s or f"'{DRIVER_NS}'" in s
+            or f":{DRIVER_NS}:" in s]
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -176,12 +196,20 @@ def main():
                                "--include-crds", *args]))
 
     base = m.render(kustomize, deploy)
+    role = {r: m.render(kustomize, f"{deploy}/{d}") for r, d in ROLES.items()}
     with tempfile.TemporaryDirectory() as tmp:
         copy_dir = f"{tmp}/deploy"
         shutil.copytree(deploy, copy_dir)
         run([kustomize, "edit", "add", "component",
              "components/without-admission-policy"], cwd=copy_dir)
         without_policies = m.render(kustomize, copy_dir)
+        # The same component in the worker overlay (it deletes by kind, so
+        # policy.yaml's policies too).
+        run([kustomize, "edit", "add", "component",
+             "../../components/without-admission-policy"],
+            cwd=f"{copy_dir}/{ROLES['worker']}")
+        worker_without_policies = m.render(kustomize,
+                                           f"{copy_dir}/{ROLES['worker']}")
 
     errors = []
 
@@ -201,14 +229,33 @@ def main():
           f"admission policies: {sorted(map(label, dropped))}")
     check(m.find(base, "NetworkPolicy"), "no NetworkPolicy in deploy/")
 
-    ns = with_namespace(with_namespace(base, DRIVER_NS, "csi-x"),
-                        CONTROLLER_NS, "mc-x")
-    # Whatever names the controller's namespace was found and changed; the
-    # driver's name is also the app's, so only its namespace uses are.
-    left = [s for s in strings(ns)
-            if CONTROLLER_NS in s or f"'{DRIVER_NS}'" in s
-            or f":{DRIVER_NS}:" in s]
-    check(not left, f"namespace names left after the transform: {left}")
+    ns = with_namespaces(base)
+    ns_role = {r: with_namespaces(objs) for r, objs in role.items()}
+    for what, objs in [("deploy/", ns)] + [
+            (ROLES[r], o) for r, o in ns_role.items()]:
+        left = namespaces_left(objs)
+        check(not left,
+              f"{what}: namespace names left after the transform: {left}")
+    # Each overlay differs from deploy/, or its case proves nothing; the
+    # worker's own policies name both namespaces and the controller's user.
+    for r, objs in role.items():
+        check(compare(objs, base), f"{ROLES[r]} renders what deploy/ does")
+    extra = [o for o in role["worker"] if key(o) not in {key(b) for b in base}
+             and o["kind"] == "ValidatingAdmissionPolicy"]
+    check(len(extra) == 2 and all(
+              with_namespace([o], DRIVER_NS, "csi-x") != [o] and
+              with_namespace([o], CONTROLLER_NS, "mc-x") != [o]
+              for o in extra),
+          f"{ROLES['worker']}: not two policies of its own naming both "
+          f"namespaces: {[o['metadata']['name'] for o in extra]}")
+    dropped = {key(o) for o in role["worker"]} - {
+        key(o) for o in worker_without_policies}
+    check(dropped and {k[1] for k in dropped} == ADMISSION_KINDS
+          and len(worker_without_policies) + len(dropped)
+          == len(role["worker"]),
+          f"{ROLES['worker']} with components/without-admission-policy does "
+          f"not drop exactly the admission policies: "
+          f"{sorted(map(label, dropped))}")
 
     cases = [
         ("defaults", [], base),
@@ -230,6 +277,21 @@ def main():
          without_policies),
         ("networkPolicies.enabled=false", ["networkPolicies.enabled=false"],
          without_kinds(base, {"NetworkPolicy"})),
+        ("multikueue.role=manager", ["multikueue.role=manager"],
+         role["manager"]),
+        ("multikueue.role=worker", ["multikueue.role=worker"],
+         role["worker"]),
+        ("multikueue.role=manager, namespaces.driver=csi-x, "
+         "namespaces.controller=mc-x",
+         ["multikueue.role=manager", "namespaces.driver=csi-x",
+          "namespaces.controller=mc-x"], ns_role["manager"]),
+        ("multikueue.role=worker, namespaces.driver=csi-x, "
+         "namespaces.controller=mc-x",
+         ["multikueue.role=worker", "namespaces.driver=csi-x",
+          "namespaces.controller=mc-x"], ns_role["worker"]),
+        ("multikueue.role=worker, admissionPolicy.enabled=false",
+         ["multikueue.role=worker", "admissionPolicy.enabled=false"],
+         worker_without_policies),
     ]
     # A difference already found with defaults is listed once, there.
     seen = set()
@@ -240,7 +302,7 @@ def main():
 
     # Values that would break the CEL or the paths are refused.
     for bad in ("namespaces.driver=Bad_NS", "namespaces.controller=a'b",
-                "kubeletDir=relative/kubelet"):
+                "kubeletDir=relative/kubelet", "multikueue.role=both"):
         p = subprocess.run([helm, "template", "x", chart, "--set", bad],
                            capture_output=True, text=True)
         if p.returncode == 0:
@@ -258,7 +320,10 @@ def main():
     if errors:
         sys.exit(f"{len(errors)} difference(s) between the chart and deploy/")
     print(f"ok: chart == kustomize build deploy/ ({len(base)} objects), "
-          f"and {len(cases) - 1} changed values change exactly their places")
+          f"multikueue.role=manager/worker == deploy/{ROLES['manager']} and "
+          f"deploy/{ROLES['worker']} ({len(role['manager'])} and "
+          f"{len(role['worker'])} objects), and {len(cases) - 1} changed "
+          f"values change exactly their places")
 
 
 if __name__ == "__main__":

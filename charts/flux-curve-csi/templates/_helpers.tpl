@@ -15,3 +15,17 @@ which the admission policies compare against.
 {{- define "flux-curve-csi.controllerUser" -}}
 {{- printf "system:serviceaccount:%s:minicluster-controller" .Values.namespaces.controller -}}
 {{- end -}}
+
+{{/*
+Non-empty when the chart installs the CSI driver (CSIDriver and
+templates/daemonset/): everywhere but on a MultiKueue manager, where no
+MiniCluster pod runs (deploy/multikueue/manager).
+*/}}
+{{- define "flux-curve-csi.driver" -}}
+{{- if ne .Values.multikueue.role "manager" }}true{{ end -}}
+{{- end -}}
+
+{{/* Non-empty on a MultiKueue worker (deploy/multikueue/worker). */}}
+{{- define "flux-curve-csi.multikueueWorker" -}}
+{{- if eq .Values.multikueue.role "worker" }}true{{ end -}}
+{{- end -}}
