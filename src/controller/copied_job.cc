@@ -63,22 +63,6 @@ void OwnedByJob(const json& job, json& object) {
       kube::ObjectMeta(job).label(kMultiKueueOriginLabel);
 }
 
-// Create when absent; re-apply (forced) when it drifted; nothing when an
-// object of that name is not the Job's.
-std::optional<Action> Step(const json& desired, const json* observed,
-                           const std::string& uid, Action::Kind create,
-                           Action::Kind apply, const std::string& collection) {
-  if (observed == nullptr) {
-    return Action{create, collection, desired, kCreateFieldManager, false};
-  }
-  if (!kube::ControlledBy(*observed, uid) ||
-      IsSubset(Comparable(desired), *observed)) {
-    return std::nullopt;
-  }
-  return Action{apply, collection + "/" + kube::ObjectMeta(desired).name(),
-                desired, kFieldManager, true};
-}
-
 }  // namespace
 
 bool IsCopiedMiniClusterJob(const json& job) {
@@ -123,13 +107,13 @@ std::vector<Action> PlanCopiedJob(const CopiedJobObjects& desired,
   const kube::ObjectMeta meta(job);
   std::vector<Action> actions;
   if (meta.deleting()) return actions;
-  if (auto step =
-          Step(desired.service, service, meta.uid(),
-               Action::Kind::kCreateService, Action::Kind::kApplyService,
-               kube::CollectionPath("v1", "services", meta.namespace_name()))) {
+  if (auto step = OwnedObjectStep(
+          desired.service, service, meta.uid(), Action::Kind::kCreateService,
+          Action::Kind::kApplyService,
+          kube::CollectionPath("v1", "services", meta.namespace_name()))) {
     actions.push_back(std::move(*step));
   }
-  if (auto step = Step(
+  if (auto step = OwnedObjectStep(
           desired.network_policy, network_policy, meta.uid(),
           Action::Kind::kCreateNetworkPolicy, Action::Kind::kApplyNetworkPolicy,
           kube::CollectionPath("networking.k8s.io/v1", "networkpolicies",

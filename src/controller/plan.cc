@@ -102,22 +102,12 @@ std::optional<Action> StatusStep(const Parsed& parsed, const Observed& observed,
 
 std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
                                   const DesiredOptions& options) {
-  json service = DesiredService(mc, options);
   // Created, not applied: an apply would take over a Service of that name
   // that the label-filtered cache does not show.
-  if (observed == nullptr) {
-    return Action{Action::Kind::kCreateService,
-                  kube::CollectionPath("v1", "services", mc.namespace_name),
-                  std::move(service), kCreateFieldManager, false};
-  }
-  if (ServiceInTheWay(mc, observed) ||
-      IsSubset(Comparable(service), *observed)) {
-    return std::nullopt;
-  }
-  return Action{
-      Action::Kind::kApplyService,
-      kube::ObjectPath("v1", "services", mc.namespace_name, ServiceName(mc)),
-      std::move(service), kFieldManager, true};
+  return OwnedObjectStep(
+      DesiredService(mc, options), observed, mc.uid,
+      Action::Kind::kCreateService, Action::Kind::kApplyService,
+      kube::CollectionPath("v1", "services", mc.namespace_name));
 }
 
 // A NetworkPolicy of that name that the MiniCluster does not control is left
@@ -125,21 +115,11 @@ std::optional<Action> ServiceStep(const MiniCluster& mc, const json* observed,
 // says so in the log).
 std::optional<Action> NetworkPolicyStep(const MiniCluster& mc,
                                         const json* observed) {
-  json policy = DesiredNetworkPolicy(mc);
-  if (observed == nullptr) {
-    return Action{Action::Kind::kCreateNetworkPolicy,
-                  kube::CollectionPath("networking.k8s.io/v1",
-                                       "networkpolicies", mc.namespace_name),
-                  std::move(policy), kCreateFieldManager, false};
-  }
-  if (!kube::ControlledBy(*observed, mc.uid) ||
-      IsSubset(Comparable(policy), *observed)) {
-    return std::nullopt;
-  }
-  return Action{Action::Kind::kApplyNetworkPolicy,
-                kube::ObjectPath("networking.k8s.io/v1", "networkpolicies",
-                                 mc.namespace_name, NetworkPolicyName(mc)),
-                std::move(policy), kFieldManager, true};
+  return OwnedObjectStep(
+      DesiredNetworkPolicy(mc), observed, mc.uid,
+      Action::Kind::kCreateNetworkPolicy, Action::Kind::kApplyNetworkPolicy,
+      kube::CollectionPath("networking.k8s.io/v1", "networkpolicies",
+                           mc.namespace_name));
 }
 
 // An existing Job: its metadata, and spec.suspend of an unqueued one.
@@ -162,6 +142,21 @@ void ExistingJobSteps(const MiniCluster& mc, const json& job,
 }
 
 }  // namespace
+
+std::optional<Action> OwnedObjectStep(const json& desired, const json* observed,
+                                      const std::string& owner_uid,
+                                      Action::Kind create, Action::Kind apply,
+                                      const std::string& collection) {
+  if (observed == nullptr) {
+    return Action{create, collection, desired, kCreateFieldManager, false};
+  }
+  if (!kube::ControlledBy(*observed, owner_uid) ||
+      IsSubset(Comparable(desired), *observed)) {
+    return std::nullopt;
+  }
+  return Action{apply, collection + "/" + kube::ObjectMeta(desired).name(),
+                desired, kFieldManager, true};
+}
 
 json Comparable(const json& desired) {
   json out{{"metadata",

@@ -69,6 +69,17 @@ std::string ActionName(Action::Kind kind);
 // subset (IsSubset) needs no apply.
 nlohmann::json Comparable(const nlohmann::json& desired);
 
+// One fully owned object (a Service, a NetworkPolicy) of `owner_uid`:
+// create it when the cache has none (a POST, which never takes over one
+// the label-filtered cache does not show), apply it with force when it
+// drifted, and nothing when one of that name has another controller.
+// `collection` is its collection path.
+std::optional<Action> OwnedObjectStep(const nlohmann::json& desired,
+                                      const nlohmann::json* observed,
+                                      const std::string& owner_uid,
+                                      Action::Kind create, Action::Kind apply,
+                                      const std::string& collection);
+
 // The writes needed to move the cluster from `observed` to what the
 // MiniCluster asks for, in order; a status write, if any, comes last. An
 // empty plan means nothing to do.
