@@ -10,6 +10,14 @@
 #   buildah bud --build-context build=DIR .   (docker buildx build: the same)
 # Without a registry, scripts/image makes the two Debian bases from Debian's
 # archive (mmdebstrap) and builds this file with buildah.
+#
+# Flux views (self-contained Flux installs the driver bind-mounts at
+# /opt/flux in pods whose images have no Flux; images/view/README.md) come
+# from the named context `view`: a directory of extracted views,
+# <name>/bin/flux ..., which scripts/image view builds and scripts/image
+# driver passes (--build-context view=DIR). Without it the `view` stage
+# below is empty and the image serves no views:
+#   docker buildx build --build-context view=DIR .
 
 FROM debian:bookworm AS build
 WORKDIR /src
@@ -20,6 +28,10 @@ COPY . .
 # The same build developers and scripts/test run, without the tests.
 RUN FCC_BUILD_DIR=/build FCC_BUILD_TESTS=OFF FCC_BUILD_TYPE=Release \
     scripts/build --prefix /out
+
+# Empty unless --build-context view=DIR replaces it (buildah and BuildKit
+# both read the named context in place of the stage).
+FROM scratch AS view
 
 FROM debian:bookworm-slim AS runtime
 # Only the shared libraries the two binaries link (no compilers, no -dev).
@@ -33,6 +45,9 @@ RUN apt-get update -q \
       libprometheus-cpp-core1.0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/flux-curve-csi /out/bin/minicluster-controller /usr/local/bin/
+# Read-only data for the driver: one directory per view, named as its
+# share/flux-view/view.json says.
+COPY --from=view / /usr/share/flux-curve-csi/views/
 # Non-root by default (the controller); the DaemonSet sets runAsUser: 0 for
 # the driver, which needs root to mount.
 USER 65532:65532

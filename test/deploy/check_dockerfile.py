@@ -8,6 +8,9 @@ installed binaries link. The build stage is named `build` and the runtime
 stage takes nothing else from the build context: scripts/image driver
 --prebuilt replaces that stage with already built binaries (buildah's
 --build-context build=DIR) and gives the runtime stage no other files.
+The Flux views come the same way: an empty `FROM scratch AS view` stage
+that scripts/image driver (both kinds) replaces with --build-context
+view=DIR, copied whole into VIEWS_DIR by the runtime stage.
 
 usage: check_dockerfile.py REPO_DIR BUILD_DIR
 """
@@ -20,6 +23,8 @@ import sys
 import tempfile
 
 BINARIES = ("flux-curve-csi", "minicluster-controller")
+# Where the driver image keeps the Flux views (one directory per view).
+VIEWS_DIR = "/usr/share/flux-curve-csi/views/"
 # In every debian:bookworm-slim image already (apt itself needs them).
 BASE_PACKAGES = {"libc6", "libgcc-s1", "libstdc++6"}
 
@@ -92,9 +97,17 @@ def main():
     with open(os.path.join(repo, "Dockerfile")) as fh:
         st = stages(fh.read())
     check(len(st) >= 2, "Dockerfile is not multi-stage")
-    for image, _, _ in st:
+    for image, name, _ in st:
+        # The view stage is a placeholder for the named context `view`.
+        if name == "view":
+            check(image == "scratch", "the `view` stage must be FROM scratch "
+                  "(empty: plain builds serve no views)")
+            continue
         check(image.startswith("debian:bookworm"),
               f"base image {image} is not Debian 12 (bookworm)")
+    check(any(name == "view" for _, name, _ in st),
+          "no `FROM scratch AS view` stage (scripts/image driver passes "
+          "--build-context view=DIR)")
     build = [s for s in st if any(
         i == "RUN" and "scripts/build" in r for i, r in s[2])]
     check(len(build) == 1, "no single stage RUNs scripts/build")
@@ -111,10 +124,17 @@ def main():
           "(scripts/image driver --prebuilt passes --build-context build=DIR)")
     final = st[-1]
     copies = [r for i, r in final[2] if i == "COPY"]
-    check(not any(i == "ADD" or (i == "COPY" and "--from=" not in r)
-                  for i, r in final[2]),
-          "the runtime stage must COPY only --from the build stage (scripts/"
-          "image driver --prebuilt builds it with no other context)")
+    check(not any(i == "ADD" or (i == "COPY" and not re.match(
+        r"--from=(build|view)\s", r)) for i, r in final[2]),
+          "the runtime stage must COPY only --from the build and view stages "
+          "(scripts/image driver --prebuilt builds it with no other context)")
+    check(any(r.split() == ["--from=view", "/", VIEWS_DIR] for r in copies),
+          f"the runtime stage does not COPY --from=view / {VIEWS_DIR}")
+    with open(os.path.join(repo, "scripts", "image")) as fh:
+        image_script = fh.read()
+    check(image_script.count('--build-context "view=') >= 2,
+          "scripts/image driver (full and --prebuilt) must pass "
+          "--build-context view=DIR")
     for b in BINARIES:
         check(any(f"--from={build[0][1] if build else ''}" in r
                   and f"{prefix}/bin/{b}" in r for r in copies),
