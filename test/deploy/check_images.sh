@@ -7,7 +7,10 @@
 #   driver  (--prebuilt BUILD_DIR) flux-curve-csi --version, as the image's
 #           non-root user by default; minicluster-controller --help
 #   flux    (only if scripts/flux-core-tarball finds one, or
-#           FCC_IMAGE_TEST_FLUX=1) flux version, as user flux
+#           FCC_IMAGE_TEST_FLUX=1) flux version, as user flux; then the
+#           driver image carries the Flux view (its view.json), and the
+#           test application images run: app-busybox (busybox only),
+#           app-mpich (mpi-hello, no python3), app-python
 #
 #   check_images.sh REPO_DIR BUILD_DIR
 # Env: FCC_IMAGE_DRIVER_TAR (see below), FCC_IMAGE_TEST_FLUX=1 (flux image
@@ -38,6 +41,10 @@ driver_tar=${FCC_IMAGE_DRIVER_TAR:-$("$repo/scripts/image" driver --prebuilt "$b
 flux_tar=
 if [[ ${FCC_IMAGE_TEST_FLUX:-} == 1 ]] || "$repo/scripts/flux-core-tarball" >/dev/null 2>&1; then
   flux_tar=$("$repo/scripts/image" flux | tail -1)
+  app_tars=()
+  for app in app-busybox app-mpich app-python; do
+    app_tars+=("$("$repo/scripts/image" "$app" | tail -1)")
+  done
 fi
 echo "images ready in $((SECONDS - t))s: $pause_tar $driver_tar $flux_tar"
 
@@ -133,6 +140,19 @@ if [[ -n $flux_tar ]]; then
   expect "flux start (a broker as user flux)" '^1$' "${run[@]}" localhost/flux-core:0.88.0 f2 \
     setpriv --reuid=1000 --regid=1000 --clear-groups env HOME=/home/flux \
     flux start flux getattr size
+
+  # The view the driver serves, where the Dockerfile puts it.
+  expect "driver image carries the view flux-core-0.88.0" '"name": "flux-core-0.88.0"' \
+    "${run[@]}" localhost/flux-curve-csi:dev d5 sh -c 'cat /usr/share/flux-curve-csi/views/*/share/flux-view/view.json'
+  import "${app_tars[0]}" localhost/app-busybox:fcc
+  import "${app_tars[1]}" localhost/app-mpich:fcc
+  import "${app_tars[2]}" localhost/app-python:fcc
+  expect "app-busybox: only busybox, no libc" '^ok$' "${run[@]}" localhost/app-busybox:fcc a1 \
+    /bin/sh -c 'ls /lib /lib64 /usr /etc/passwd >/dev/null 2>&1 && echo has-more || echo ok'
+  expect "app-mpich: mpi-hello (singleton), no python3" '^rank 0 of 1 on .*nopython$' "${run[@]}" localhost/app-mpich:fcc a2 \
+    sh -c 'mpi-hello | tr -d "\n"; command -v python3 >/dev/null || echo nopython'
+  expect "app-python: python3, no flux" '^3\.11 noflux$' "${run[@]}" localhost/app-python:fcc a3 \
+    sh -c 'python3 -c "import sys; print(\"%d.%d\" % sys.version_info[:2], end=\" \")"; command -v flux >/dev/null || echo noflux'
 fi
 
 echo "$passes passed, $fails failed"
