@@ -114,14 +114,14 @@ for p in /proc/[0-9]*; do /bin/busybox cat "$p/maps" 2>/dev/null; done |
 echo "== end"
 EOF
 # The environment a pod would give: HOME (containerd's "/" for a uid with
-# no passwd entry); SHELL and TMPDIR as the controller's start script must
-# set them (flux's broker runs rc1/rc3 with $SHELL, default /bin/bash, and
+# no passwd entry); SHELL and the state dir as the controller's start script
+# sets them (flux's broker runs rc1/rc3 with $SHELL, default /bin/bash, and
 # puts its state dir in $TMPDIR, default /var/tmp).
 t=$SECONDS
 rc=0
-env -i PATH=/bin HOME=/ SHELL=/opt/flux/libexec/flux-view/sh TMPDIR=/tmp \
+env -i PATH=/bin HOME=/ SHELL=/opt/flux/libexec/flux-view/sh \
   "$(command -v timeout)" 60 "$(command -v chroot)" --userspec=4242:4242 "$root" \
-  /opt/flux/bin/flux start -o,-Srundir=/run/flux,-Slocal-uri=local:///run/flux/local \
+  /opt/flux/bin/flux start -o,-Srundir=/run/flux,-Sstatedir=/run/flux/state,-Slocal-uri=local:///run/flux/local \
   /opt/flux/libexec/flux-view/sh /tmp/steps >"$d/out" 2>"$d/err" || rc=$?
 secs=$((SECONDS - t))
 section() { sed -n "/^== $1\$/,/^== /p" "$d/out" | sed '1d;$d'; }
@@ -141,8 +141,13 @@ grep -qE ': full$' <<<"$(section overlay)" && ok "flux overlay status: full" ||
 [[ $(section jobs | grep -c ' COMPLETED$') -ge 2 ]] && ok "flux jobs -a: both jobs completed" ||
   { section jobs; fail "flux jobs -a"; }
 jobenv=$(section env)
-bad=$(grep -E '^(PYTHONPATH|PYTHONHOME|LD_PRELOAD|LD_AUDIT)=' <<<"$jobenv" || true)
-[[ -n $jobenv && -z $bad ]] && ok "job environment: no PYTHONPATH, PYTHONHOME, LD_PRELOAD" || fail "job environment: $bad"
+# The view's job-shell plugin (view-env.lua) drops Flux's PMI directory
+# from LD_LIBRARY_PATH and the view's SHELL, which the initial program has.
+bad=$(grep -E '^(PYTHONPATH|PYTHONHOME|LD_PRELOAD|LD_AUDIT|LD_LIBRARY_PATH|SHELL)=' <<<"$jobenv" || true)
+[[ -n $jobenv && -z $bad ]] && ok "job environment: no PYTHONPATH, PYTHONHOME, LD_PRELOAD, LD_LIBRARY_PATH, SHELL" ||
+  fail "job environment: $bad"
+grep -q '^PMI_RANK=0$' <<<"$jobenv" && ok "job environment: Flux's PMI still set (PMI_RANK)" ||
+  fail "job environment: no PMI_RANK"
 echo "job environment pointing into the view: $(grep '/opt/flux' <<<"$jobenv" | cut -d= -f1 | xargs)"
 maps=$(section maps)
 outside=$(grep -v '^/opt/flux/' <<<"$maps" || true)
