@@ -27,6 +27,16 @@ inline constexpr std::string_view kAttrKeyId = "key-id";
 inline constexpr std::array<std::string_view, 4> kVolumeAttributeKeys = {
     kAttrMiniCluster, kAttrGeneration, kAttrOwner, kAttrKeyId};
 
+// A view volume: a read-only bind of a self-contained Flux install that the
+// driver serves ("Bring your own image", docs). Its volumeAttributes hold
+// this one key and nothing else, naming the view (e.g. flux-core-0.88.0);
+// a volume that names a MiniCluster is a cert volume, never a view.
+inline constexpr std::string_view kAttrView = "view";
+// Where a view is mounted in a pod: flux-core's compiled-in prefix.
+inline constexpr std::string_view kViewMountPath = "/opt/flux";
+// The view's manifest, relative to its root: {"name", "digest", ...}.
+inline constexpr std::string_view kViewManifest = "share/flux-view/view.json";
+
 // The one file inside every published volume.
 inline constexpr std::string_view kCertFileName = "curve.cert";
 

@@ -220,6 +220,19 @@ void AddServeFlags(CLI::App& serve_cmd, driver::ServeOptions& serve) {
       ->envname("KUBELET_REGISTRATION_PATH")
       ->capture_default_str();
   serve_cmd
+      .add_option("--views-dir", serve.views_dir,
+                  "The Flux views this driver serves as view volumes, one "
+                  "directory each (the image's); empty or missing: none")
+      ->envname("VIEWS_DIR")
+      ->capture_default_str();
+  serve_cmd
+      .add_option("--view-store-dir", serve.view_store_dir,
+                  "Where the node keeps its copy of each view, which pods "
+                  "bind: a host directory, so that mounted views outlive the "
+                  "driver's container")
+      ->envname("VIEW_STORE_DIR")
+      ->capture_default_str();
+  serve_cmd
       .add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,
                   "tmpfs size limit of each volume")
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))
@@ -392,6 +405,8 @@ int main(int argc, char** argv) {
   serve.master_key_file = "/etc/flux-curve-csi/master.key";
   serve.metrics_address = "0.0.0.0:9810";
   serve.kubelet_registration_path = driver::kDefaultKubeletRegistrationPath;
+  serve.views_dir = "/usr/share/flux-curve-csi/views";
+  serve.view_store_dir = "/csi/views";
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve CSI Identity and Node on a unix socket (the DaemonSet)");
   bool accept_readonly_false = false;

@@ -30,7 +30,15 @@ RpcAnswer<Response> ActOnValid(const std::expected<Spec, RequestError>& spec,
 
 RpcAnswer<csi::v1::NodePublishVolumeResponse> HandleNodePublishVolume(
     const csi::v1::NodePublishVolumeRequest& request, Publisher& publisher,
-    const ValidationPolicy& policy) {
+    const ValidationPolicy& policy, ViewPublisher* views) {
+  if (IsViewRequest(request)) {
+    return ActOnValid<csi::v1::NodePublishVolumeResponse>(
+        ValidateViewPublishRequest(request, policy),
+        [&](const ViewPublishSpec& spec) {
+          if (views == nullptr) return ViewNotServed(spec.view, {});
+          return views->Publish(spec);
+        });
+  }
   return ActOnValid<csi::v1::NodePublishVolumeResponse>(
       ValidatePublishRequest(request, policy),
       [&](const PublishSpec& spec) { return publisher.Publish(spec); });
@@ -38,10 +46,18 @@ RpcAnswer<csi::v1::NodePublishVolumeResponse> HandleNodePublishVolume(
 
 RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
     const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher,
-    const ValidationPolicy& policy) {
+    const ValidationPolicy& policy, ViewPublisher* views) {
   return ActOnValid<csi::v1::NodeUnpublishVolumeResponse>(
       ValidateUnpublishRequest(request, policy),
-      [&](const UnpublishSpec& spec) { return publisher.Unpublish(spec); });
+      [&](const UnpublishSpec& spec) {
+        if (views != nullptr) {
+          if (grpc::Status unmounted = views->UnmountViews(spec);
+              !unmounted.ok()) {
+            return unmounted;
+          }
+        }
+        return publisher.Unpublish(spec);
+      });
 }
 
 csi::v1::NodeGetCapabilitiesResponse HandleNodeGetCapabilities() { return {}; }
@@ -56,22 +72,24 @@ csi::v1::NodeGetInfoResponse HandleNodeGetInfo(const std::string& node_id,
 }
 
 NodeService::NodeService(std::string node_id, Publisher& publisher,
-                         RpcObserver* observer, ValidationPolicy policy)
+                         RpcObserver* observer, ValidationPolicy policy,
+                         ViewPublisher* views)
     : node_id_(std::move(node_id)),
       publisher_(publisher),
       observer_(observer),
-      policy_(std::move(policy)) {}
+      policy_(std::move(policy)),
+      views_(views) {}
 
 void NodeService::ServeOn(RpcServer& server) {
   using Async = csi::v1::Node::AsyncService;
   ServeUnary(server, service_, &Async::RequestNodePublishVolume, kPublishRpc,
              observer_, [this](const csi::v1::NodePublishVolumeRequest& r) {
-               return HandleNodePublishVolume(r, publisher_, policy_);
+               return HandleNodePublishVolume(r, publisher_, policy_, views_);
              });
   ServeUnary(server, service_, &Async::RequestNodeUnpublishVolume,
              kUnpublishRpc, observer_,
              [this](const csi::v1::NodeUnpublishVolumeRequest& r) {
-               return HandleNodeUnpublishVolume(r, publisher_, policy_);
+               return HandleNodeUnpublishVolume(r, publisher_, policy_, views_);
              });
   ServeUnary(server, service_, &Async::RequestNodeGetCapabilities,
              kCapabilitiesRpc, observer_, HandleNodeGetCapabilities);

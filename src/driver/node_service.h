@@ -12,16 +12,20 @@
 #include "csi.grpc.pb.h"
 #include "driver/publisher.h"
 #include "driver/rpc.h"
+#include "driver/view_publisher.h"
 #include "driver/volume_request.h"
 
 namespace fcc::driver {
 
+// A request whose volumeAttributes name a view goes to `views` (nullptr: a
+// driver serving no views); every other to `publisher`. An unpublish first
+// unmounts any view at the target, then lets `publisher` finish.
 RpcAnswer<csi::v1::NodePublishVolumeResponse> HandleNodePublishVolume(
     const csi::v1::NodePublishVolumeRequest& request, Publisher& publisher,
-    const ValidationPolicy& policy);
+    const ValidationPolicy& policy, ViewPublisher* views = nullptr);
 RpcAnswer<csi::v1::NodeUnpublishVolumeResponse> HandleNodeUnpublishVolume(
     const csi::v1::NodeUnpublishVolumeRequest& request, Publisher& publisher,
-    const ValidationPolicy& policy);
+    const ValidationPolicy& policy, ViewPublisher* views = nullptr);
 // Advertises nothing: no staging, no stats, no expansion.
 csi::v1::NodeGetCapabilitiesResponse HandleNodeGetCapabilities();
 // max_volumes_per_node is the driver's --max-volumes-per-node.
@@ -33,7 +37,8 @@ class NodeService final {
   // `observer` (optional, the driver's Metrics) counts and times publish and
   // unpublish.
   NodeService(std::string node_id, Publisher& publisher,
-              RpcObserver* observer = nullptr, ValidationPolicy policy = {});
+              RpcObserver* observer = nullptr, ValidationPolicy policy = {},
+              ViewPublisher* views = nullptr);
 
   // For grpc::ServerBuilder::RegisterService.
   grpc::Service* service() { return &service_; }
@@ -46,6 +51,7 @@ class NodeService final {
   Publisher& publisher_;
   RpcObserver* const observer_;
   const ValidationPolicy policy_;
+  ViewPublisher* const views_;
 };
 
 }  // namespace fcc::driver

@@ -24,6 +24,8 @@
 #include "driver/metrics.h"
 #include "driver/node_service.h"
 #include "driver/registration_service.h"
+#include "driver/view_publisher.h"
+#include "driver/views.h"
 #include "driver/volume_count.h"
 
 namespace fcc::driver {
@@ -365,9 +367,18 @@ int Serve(const ServeOptions& options) {
     spdlog::error("{}", adopted.error());
     return 1;
   }
+  auto views = InstallViews(options.views_dir, options.view_store_dir);
+  if (!views) {
+    spdlog::error("refusing to serve: Flux views: {}", views.error());
+    return 1;
+  }
+  spdlog::info("serving Flux views: {} (from {}, node copy in {})",
+               views->ServedNames(), options.views_dir, options.view_store_dir);
+  ViewPublisher view_publisher(*host_fs, *views);
   IdentityService identity;
   Metrics metrics(&keys, &publisher);
-  NodeService node(options.node_id, publisher, &metrics, options.validation);
+  NodeService node(options.node_id, publisher, &metrics, options.validation,
+                   &view_publisher);
   RegistrationState registration;
   RegistrationService registration_service(
       MakePluginInfo(options.kubelet_registration_path), registration);

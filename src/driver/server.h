@@ -24,6 +24,11 @@ struct ServeOptions {
   std::string registration_dir;
   // The CSI socket's path on the host, as kubelet dials it.
   std::string kubelet_registration_path;
+  // Flux views: the image's views (one directory each) and the node's copy
+  // of them that pods bind (views.h). An empty or missing views_dir serves
+  // none.
+  std::string views_dir;
+  std::string view_store_dir;
   PublisherOptions publisher;
   ValidationPolicy validation;
   std::optional<MountApi> mount_api;  // unset: DetectMountApi()

@@ -193,10 +193,15 @@ const std::string* Find(const VolumeContext& ctx, std::string_view key) {
   return it == ctx.end() ? nullptr : &it->second;
 }
 
+struct PodInfo {
+  std::string namespace_name;
+  std::string name;  // "" if kubelet sent none usable (logs only)
+  std::string uid;
+};
+
 // Pod info and the ephemeral marker: both come from kubelet only.
-std::expected<PublishSpec, RequestError> WithPodInfo(
-    const VolumeContext& ctx, std::string_view target_pod_uid,
-    PublishSpec spec) {
+std::expected<PodInfo, RequestError> CheckPodInfo(
+    const VolumeContext& ctx, std::string_view target_pod_uid) {
   const std::string* ephemeral = Find(ctx, kEphemeral);
   if (ephemeral == nullptr || *ephemeral != "true") {
     return Invalid(
@@ -217,10 +222,10 @@ std::expected<PublishSpec, RequestError> WithPodInfo(
         "volume_context[csi.storage.k8s.io/pod.namespace] is not a valid "
         "namespace name (DNS-1123 label)");
   }
-  spec.minicluster.namespace_name = *ns;
+  PodInfo pod{.namespace_name = *ns, .name = "", .uid = ""};
   if (const std::string* name = Find(ctx, kPodName);
       name != nullptr && name->size() <= 253 && IsPlainToken(*name)) {
-    spec.pod_name = *name;
+    pod.name = *name;
   }
   const std::string* uid = Find(ctx, kPodUid);
   if (uid == nullptr) {
@@ -236,8 +241,33 @@ std::expected<PublishSpec, RequestError> WithPodInfo(
         "target_path: kubelet publishes a pod's volume only under "
         "pods/<that pod's uid>/");
   }
-  spec.pod_uid = *uid;
-  return spec;
+  pod.uid = *uid;
+  return pod;
+}
+
+// A view volume's one attribute; any other key of the pod author's is
+// refused, so nothing but a view name ever selects what is bound.
+std::expected<std::string, RequestError> CheckViewAttributes(
+    const VolumeContext& ctx) {
+  std::string view;
+  for (const auto& [key, value] : ctx) {
+    if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
+    if (key != common::kAttrView) {
+      return Invalid(fmt::format(
+          "volumeAttributes.{} is not allowed with volumeAttributes.view: a "
+          "view volume carries only view (the Flux view to mount); the cert "
+          "(minicluster, generation, owner, key-id) is a volume of its own",
+          key.size() <= 63 && IsPlainToken(key) ? key : "<invalid>"));
+    }
+    if (value.size() > 63 || !common::IsDns1123Subdomain(value)) {
+      return Invalid(
+          "volumeAttributes.view must name a Flux view the driver serves, "
+          "e.g. flux-core-0.88.0 (lowercase a-z 0-9 '-' '.', at most 63 "
+          "characters)");
+    }
+    view = value;
+  }
+  return view;
 }
 
 // The pod author's volumeAttributes: the keys kubelet does not own.
@@ -338,9 +368,38 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
   spec.volume_id = std::move(target.volume_id);
   spec.target_path = std::move(target.target_path);
   const VolumeContext& ctx = request.volume_context();
-  auto with_pod = WithPodInfo(ctx, target_pod_uid, std::move(spec));
-  if (!with_pod) return with_pod;
-  return WithVolumeAttributes(ctx, std::move(*with_pod));
+  auto pod = CheckPodInfo(ctx, target_pod_uid);
+  if (!pod) return std::unexpected(pod.error());
+  spec.minicluster.namespace_name = std::move(pod->namespace_name);
+  spec.pod_name = std::move(pod->name);
+  spec.pod_uid = std::move(pod->uid);
+  return WithVolumeAttributes(ctx, std::move(spec));
+}
+
+bool IsViewRequest(const csi::v1::NodePublishVolumeRequest& request) {
+  return request.volume_context().contains(std::string(common::kAttrView));
+}
+
+std::expected<ViewPublishSpec, RequestError> ValidateViewPublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy) {
+  auto ids =
+      CheckVolumeAndTarget(request.volume_id(), request.target_path(), policy);
+  if (!ids) return std::unexpected(ids.error());
+  if (auto mode = CheckPublishMode(request, policy); !mode) {
+    return std::unexpected(mode.error());
+  }
+  auto& [target, target_pod_uid] = *ids;
+  const VolumeContext& ctx = request.volume_context();
+  auto pod = CheckPodInfo(ctx, target_pod_uid);
+  if (!pod) return std::unexpected(pod.error());
+  auto view = CheckViewAttributes(ctx);
+  if (!view) return std::unexpected(view.error());
+  return ViewPublishSpec{.volume_id = std::move(target.volume_id),
+                         .target_path = std::move(target.target_path),
+                         .view = std::move(*view),
+                         .pod_name = std::move(pod->name),
+                         .pod_uid = std::move(pod->uid)};
 }
 
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(

@@ -49,6 +49,15 @@ struct PublishSpec {
   std::string pod_uid;   // kubelet's; the target path is this pod's
 };
 
+// A view volume's publish (volumeAttributes {view: <name>}).
+struct ViewPublishSpec {
+  std::string volume_id;
+  std::string target_path;
+  std::string view;      // volumeAttributes.view
+  std::string pod_name;  // for logs only
+  std::string pod_uid;
+};
+
 struct UnpublishSpec {
   std::string volume_id;
   std::string target_path;
@@ -80,6 +89,15 @@ struct ValidationPolicy {
 std::expected<std::string, std::string> CheckKubeletDir(std::string_view dir);
 
 std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy = {});
+
+// True if the request is for a view volume: its volumeAttributes name a
+// view. Such a request is validated by ValidateViewPublishRequest only, so a
+// volume can never be both a cert and a view.
+bool IsViewRequest(const csi::v1::NodePublishVolumeRequest& request);
+
+std::expected<ViewPublishSpec, RequestError> ValidateViewPublishRequest(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy = {});
 

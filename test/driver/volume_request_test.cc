@@ -397,6 +397,66 @@ TEST(ValidatePublishRequest, ChecksKeyId) {
   }
 }
 
+// A view request: the one `view` attribute beside kubelet's keys.
+NodePublishVolumeRequest ViewRequest(const std::string& view) {
+  auto r = GoodRequest();
+  r.mutable_volume_context()->erase("minicluster");
+  (*r.mutable_volume_context())["view"] = view;
+  return r;
+}
+
+TEST(ValidateViewPublishRequest, AcceptsKubeletsViewRequest) {
+  const auto r = ViewRequest("flux-core-0.88.0");
+  ASSERT_TRUE(IsViewRequest(r));
+  EXPECT_FALSE(IsViewRequest(GoodRequest()));
+  auto spec = ValidateViewPublishRequest(r);
+  ASSERT_TRUE(spec.has_value()) << spec.error().message;
+  EXPECT_EQ(spec->view, "flux-core-0.88.0");
+  EXPECT_EQ(spec->volume_id, kVolumeId);
+  EXPECT_EQ(spec->target_path, kTarget);
+  EXPECT_EQ(spec->pod_uid, "6f1c2d3e");
+}
+
+// The same kubelet-side checks as a cert volume: ephemeral, the pod's own
+// target, a mount capability.
+TEST(ValidateViewPublishRequest, KeepsEveryKubeletCheck) {
+  auto r = ViewRequest("flux-core-0.88.0");
+  r.mutable_volume_context()->erase("csi.storage.k8s.io/ephemeral");
+  EXPECT_FALSE(ValidateViewPublishRequest(r).has_value());
+  r = ViewRequest("flux-core-0.88.0");
+  (*r.mutable_volume_context())["csi.storage.k8s.io/pod.uid"] = "other";
+  EXPECT_FALSE(ValidateViewPublishRequest(r).has_value());
+  r = ViewRequest("flux-core-0.88.0");
+  r.set_target_path("/etc/passwd");
+  EXPECT_FALSE(ValidateViewPublishRequest(r).has_value());
+  r = ViewRequest("flux-core-0.88.0");
+  r.mutable_volume_capability()->mutable_block();
+  EXPECT_FALSE(ValidateViewPublishRequest(r).has_value());
+}
+
+TEST(ValidateViewPublishRequest, RefusesAnyOtherAttributeAndBadNames) {
+  for (const char* key :
+       {"minicluster", "generation", "owner", "key-id", "x"}) {
+    auto r = ViewRequest("flux-core-0.88.0");
+    (*r.mutable_volume_context())[key] = "0";
+    auto spec = ValidateViewPublishRequest(r);
+    ASSERT_FALSE(spec.has_value()) << key;
+    EXPECT_EQ(spec.error().code, grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(spec.error().message.find(std::string("volumeAttributes.") + key),
+              std::string::npos)
+        << spec.error().message;
+  }
+  for (const char* bad : {"", "..", "../etc", "Flux", "a/b", "a b",
+                          "flux-core-0.88.0-with-a-name-that-is-longer-than-"
+                          "sixty-three-characters"}) {
+    auto spec = ValidateViewPublishRequest(ViewRequest(bad));
+    ASSERT_FALSE(spec.has_value()) << bad;
+    EXPECT_NE(spec.error().message.find("volumeAttributes.view"),
+              std::string::npos)
+        << spec.error().message;
+  }
+}
+
 TEST(ParseOwner, AcceptsUidAndUidGid) {
   EXPECT_EQ(ParseOwner("0"), (Owner{0, 0}));
   EXPECT_EQ(ParseOwner("1000"), (Owner{1000, 1000}));
