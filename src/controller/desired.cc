@@ -33,7 +33,26 @@ json PodSecurityContext(const FluxUser& user) {
 // which every Flux instance needs anyway (rc1 is `flux modprobe`, Python),
 // with no shell or grep: `flux uptime` crashes (SIGSEGV) in flux-core 0.88
 // when the broker's uid has no passwd entry, as in many application images.
-json BrokerReadinessProbe() {
+// A view's flux(1) is run by its path in the container (kViewFluxPath):
+// started from its own directory, flux adds nothing of the view to PATH.
+std::string FluxCommand(const MiniCluster& mc, const DesiredOptions& opts) {
+  return FluxViewOf(mc, opts).empty() ? "flux" : kViewFluxPath;
+}
+
+// 'text' for a POSIX shell, whatever `text` holds.
+std::string ShellQuote(std::string_view text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+json BrokerReadinessProbe(const std::string& flux) {
   const char* check =
       "import flux, sys\n"
       "try:\n"
@@ -41,7 +60,7 @@ json BrokerReadinessProbe() {
       "except OSError as e:\n"
       "    sys.exit(f'broker not in state run: {e}')";
   return json{
-      {"exec", {{"command", json::array({"flux", "python", "-c", check})}}},
+      {"exec", {{"command", json::array({flux, "python", "-c", check})}}},
       {"periodSeconds", 5},
       {"timeoutSeconds", 10},
       {"failureThreshold", 3}};
@@ -74,22 +93,32 @@ json VolumeMounts(const MiniCluster& mc, const DesiredOptions& opts) {
         {"readOnly", true}},
        {{"name", kConfigVolume}, {"mountPath", opts.config_mount_path}},
        {{"name", kRunVolume}, {"mountPath", opts.run_mount_path}}});
+  if (!FluxViewOf(mc, opts).empty()) {
+    mounts.push_back({{"name", kViewVolume},
+                      {"mountPath", common::kViewMountPath},
+                      {"readOnly", true}});
+    mounts.push_back({{"name", kViewVolume},
+                      {"mountPath", kViewFluxPath},
+                      {"subPath", "bin/flux"},
+                      {"readOnly", true}});
+  }
   for (const auto& mount : mc.spec.volume_mounts) mounts.push_back(mount);
   return mounts;
 }
 
 json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
+  const char* shell = FluxViewOf(mc, opts).empty() ? "/bin/sh" : kViewShell;
   json container{
       {"name", kBrokerContainerName},
       {"image", mc.spec.image},
       // "$0" is "flux-broker"; spec.command becomes "$@" unchanged.
-      {"command", json::array({"/bin/sh", "-c", StartScript(mc, opts),
-                               kBrokerContainerName})},
+      {"command",
+       json::array({shell, "-c", StartScript(mc, opts), kBrokerContainerName})},
       {"ports", json::array({{{"name", "flux-broker"},
                               {"containerPort", mc.spec.broker_port},
                               {"protocol", "TCP"}}})},
       {"env", ContainerEnv(mc, opts)},
-      {"readinessProbe", BrokerReadinessProbe()},
+      {"readinessProbe", BrokerReadinessProbe(FluxCommand(mc, opts))},
       {"volumeMounts", VolumeMounts(mc, opts)}};
   if (mc.spec.command) container["args"] = *mc.spec.command;
   if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
@@ -112,6 +141,14 @@ json Volumes(const MiniCluster& mc, const DesiredOptions& opts) {
       json::array({{{"name", kCurveVolume}, {"csi", CsiVolumeSource(mc, opts)}},
                    {{"name", kConfigVolume}, {"emptyDir", json::object()}},
                    {{"name", kRunVolume}, {"emptyDir", json::object()}}});
+  if (const std::string view = FluxViewOf(mc, opts); !view.empty()) {
+    // No secret and the same for every MiniCluster: one attribute, the view.
+    volumes.push_back({{"name", kViewVolume},
+                       {"csi",
+                        {{"driver", common::kDriverName},
+                         {"readOnly", true},
+                         {"volumeAttributes", {{common::kAttrView, view}}}}}});
+  }
   for (const auto& volume : mc.spec.pod.volumes) volumes.push_back(volume);
   return volumes;
 }
@@ -160,6 +197,11 @@ json PodMetadata(const MiniCluster& mc) {
 
 }  // namespace
 
+std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts) {
+  if (mc.spec.flux.from_image) return "";
+  return mc.spec.flux.view.empty() ? opts.flux_view : mc.spec.flux.view;
+}
+
 std::string FluxRunDir(const DesiredOptions& opts) {
   return opts.run_mount_path + "/flux";
 }
@@ -171,6 +213,13 @@ std::expected<void, std::string> CheckDesiredOptions(
         "--cluster-domain must be the cluster's DNS domain, a DNS-1123 "
         "subdomain (lowercase a-z 0-9 '-' '.', e.g. cluster.local); set it to "
         "kubelet's --cluster-domain");
+  }
+  if (opts.flux_view.size() > 63 ||
+      !common::IsDns1123Subdomain(opts.flux_view)) {
+    return std::unexpected(
+        "--flux-view must name a Flux view the node driver serves, e.g. " +
+        std::string(kDefaultFluxView) +
+        " (lowercase a-z 0-9 '-' '.', at most 63 characters)");
   }
   if (!opts.key_id.empty() && !common::IsDns1123Label(opts.key_id)) {
     return std::unexpected(
@@ -243,15 +292,24 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
 }
 
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
-  const std::string conf_dir = opts.config_mount_path + "/config";
+  const std::string config = opts.config_mount_path + "/broker.toml";
   std::string script;
   script += "# Written by minicluster-controller; the same for every index.\n";
   script += "set -eu\n";
-  script += "mkdir -p " + conf_dir + " " + FluxRunDir(opts) + "\n";
-  script += "cat > " + conf_dir + "/broker.toml <<'FLUX_BROKER_TOML'\n";
-  script += FluxBrokerConfig(mc, opts);
-  script += "FLUX_BROKER_TOML\n";
-  script += "exec flux start --config-path=" + conf_dir +
+  script += "printf '%s' " + ShellQuote(FluxBrokerConfig(mc, opts)) + " > " +
+            config + "\n";
+  if (!FluxViewOf(mc, opts).empty()) {
+    // The broker runs rc1 and rc3 with $SHELL -c (default /bin/bash, which
+    // the image need not have); the view's job shell drops it from jobs.
+    script += "export SHELL=" + std::string(kViewShell) + "\n";
+  }
+  // rundir: the broker makes it as its own user (flux-core refuses a socket
+  // directory its instance owner does not own), so no mkdir is needed; rank
+  // 0's statedir goes in it too (else TMPDIR or /var/tmp, which an image
+  // need not have).
+  script += "exec " + FluxCommand(mc, opts) + " start --config-path=" + config +
+            " -Srundir=" + FluxRunDir(opts) +
+            " -Sstatedir=" + FluxRunDir(opts) + "/state" +
             " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
             " -Slocal-uri=" + FluxLocalUri(opts);
   if (mc.ephemeral()) {

@@ -15,6 +15,10 @@ namespace fcc::controller {
 
 inline constexpr char kManagedByValue[] = "minicluster-controller";
 inline constexpr char kBrokerContainerName[] = "flux-broker";
+inline constexpr char kDefaultFluxView[] = "flux-core-0.88.0";
+// Inside a view: the shell the start script runs with (the view's own, so
+// the image needs none).
+inline constexpr char kViewShell[] = "/opt/flux/libexec/flux-view/sh";
 
 // Settings of the whole controller (flags), not of one MiniCluster.
 struct DesiredOptions {
@@ -29,6 +33,9 @@ struct DesiredOptions {
   // flux CLI looks with no FLUX_URI at all (the system instance's default),
   // so `kubectl exec POD -- flux ...` just works.
   std::string run_mount_path = kRunMountPath;
+  // The Flux view of MiniClusters that name none (--flux-view), stamped
+  // into each Job when it is created, like the key id.
+  std::string flux_view = kDefaultFluxView;
   // The master key new MiniClusters' certs come from (--key-id), stamped
   // into each Job as volumeAttributes.key-id when it is created; empty: no
   // attribute, the driver's default key. A Job keeps its key for life.
@@ -68,9 +75,15 @@ nlohmann::json CommonLabels(const MiniCluster& mc);
 // how brokers reach each other through the headless Service.
 std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
 
-// The container's /bin/sh script: writes broker.toml, then execs
-// `flux start`. The same for every index; Flux picks the rank from the
-// hostname. spec.command arrives as "$@", never through the shell parser.
+// The view a MiniCluster's pods mount; "" when its image brings Flux.
+std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);
+
+// The start script: writes broker.toml with shell builtins only, then
+// execs `flux start`, which makes the socket directory as the broker's
+// user. It runs with the view's shell (or the image's /bin/sh with
+// spec.flux.fromImage), so the image needs neither a shell nor coreutils.
+// The same for every index; Flux picks the rank from the hostname.
+// spec.command arrives as "$@", never through the shell parser.
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
 
 // The headless Service (full server-side-apply body; the controller owns

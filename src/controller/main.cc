@@ -218,6 +218,10 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags& flags) {
                   "master key id new MiniClusters' certs come from (a "
                   "<id>.key in the driver's master key Secret; every node "
                   "must have it first); empty: the driver's default key");
+  cmd->add_option("--flux-view", flags.desired.flux_view,
+                  "Flux view new MiniClusters' brokers run from when their "
+                  "spec.flux names none (the node driver must serve it)")
+      ->capture_default_str();
 }
 
 int Render(const std::string& file, const DesiredOptions& desired) {

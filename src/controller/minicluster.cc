@@ -83,8 +83,9 @@ void ReadSizeAndImage(const json& spec, MiniClusterSpec& s, Errors& errors) {
   s.image = spec.value("image", "");
   if (s.image.empty()) {
     errors.push_back(
-        "spec.image: required; set it to a container image that has "
-        "flux-core installed");
+        "spec.image: required; set it to the application's container image "
+        "(it needs no Flux: the brokers run from the node driver's Flux "
+        "view)");
   }
 }
 
@@ -142,6 +143,39 @@ void ReadFluxUser(const json& spec, MiniClusterSpec& s, Errors& errors) {
   if (s.flux_user.gid &&
       (*s.flux_user.gid < 0 || *s.flux_user.gid > 2147483647)) {
     errors.push_back("spec.fluxUser.gid: must be between 0 and 2147483647");
+  }
+}
+
+void ReadFluxSource(const json& spec, MiniClusterSpec& s, Errors& errors) {
+  auto flux = spec.find("flux");
+  if (flux == spec.end() || flux->is_null()) return;
+  if (!flux->is_object()) {
+    errors.push_back("spec.flux: must be a mapping {view} or {fromImage}");
+    return;
+  }
+  if (auto view = flux->find("view"); view != flux->end() && !view->is_null()) {
+    if (!view->is_string() || view->get<std::string>().size() > 63 ||
+        !common::IsDns1123Subdomain(view->get<std::string>())) {
+      errors.push_back(
+          "spec.flux.view: must name a Flux view the node driver serves, "
+          "e.g. flux-core-0.88.0 (lowercase a-z 0-9 '-' '.', at most 63 "
+          "characters)");
+    } else {
+      s.flux.view = view->get<std::string>();
+    }
+  }
+  if (auto from = flux->find("fromImage");
+      from != flux->end() && !from->is_null()) {
+    if (!from->is_boolean()) {
+      errors.push_back("spec.flux.fromImage: must be true or false");
+    } else {
+      s.flux.from_image = from->get<bool>();
+    }
+  }
+  if (s.flux.from_image && !s.flux.view.empty()) {
+    errors.push_back(
+        "spec.flux: set view or fromImage: true, not both (fromImage runs the "
+        "image's own Flux and mounts no view)");
   }
 }
 
@@ -326,7 +360,8 @@ void ReadServiceAccount(const json& spec, PodFields& pod, Errors& errors) {
 }
 
 bool IsOwnedVolume(const std::string& name) {
-  return name == kCurveVolume || name == kConfigVolume || name == kRunVolume;
+  return name == kCurveVolume || name == kConfigVolume || name == kRunVolume ||
+         name == kViewVolume;
 }
 
 void CheckVolume(const json& volume, const std::string& where,
@@ -385,10 +420,12 @@ void ReadVolumes(const json& spec, PodFields& pod, Errors& errors) {
 
 // Why a mount path is not the MiniCluster's to use; empty if it is.
 std::string OwnedMountPath(const std::string& path) {
-  static const std::array<std::pair<std::string_view, const char*>, 3> kOwned{{
+  static const std::array<std::pair<std::string_view, const char*>, 5> kOwned{{
       {common::kCertMountPath, "the curve cert"},
       {kConfigMountPath, "the broker config"},
       {kRunMountPath, "the broker's socket"},
+      {common::kViewMountPath, "the Flux view"},
+      {kViewFluxPath, "the Flux view's flux command"},
   }};
   for (const auto& [root, what] : kOwned) {
     if (path == root || path.starts_with(std::string(root) + "/")) {
@@ -520,6 +557,7 @@ ParseResult ParseMiniCluster(const json& object) {
   ReadCommand(fields, mc.spec, errors);
   ReadPassThrough(fields, mc.spec, errors);
   ReadFluxUser(fields, mc.spec, errors);
+  ReadFluxSource(fields, mc.spec, errors);
   ReadBrokerSettings(fields, mc.spec, errors);
   ReadPodFields(fields, mc.spec, errors);
   CheckName(mc, errors);
@@ -570,10 +608,11 @@ const KnownFields& MiniClusterFields() {
   static const KnownFields kFields{
       .top = {"apiVersion", "kind", "metadata", "spec", "status"},
       .spec = {"size", "image", "command", "resources", "env", "fluxUser",
-               "brokerPort", "suspend", "connectTimeout", "podLabels",
+               "flux", "brokerPort", "suspend", "connectTimeout", "podLabels",
                "podAnnotations", "nodeSelector", "tolerations", "affinity",
                "serviceAccountName", "volumes", "volumeMounts"},
       .flux_user = {"uid", "gid"},
+      .flux = {"view", "fromImage"},
       .resources = {"limits", "requests"},
       .toleration = {"key", "operator", "value", "effect",
                      "tolerationSeconds"}};
@@ -606,6 +645,7 @@ std::vector<std::string> UnknownFields(const json& object) {
   AddUnknown(spec, "spec.", known.spec, errors);
   AddUnknown(kube::FieldAt(spec, "fluxUser"), "spec.fluxUser.", known.flux_user,
              errors);
+  AddUnknown(kube::FieldAt(spec, "flux"), "spec.flux.", known.flux, errors);
   AddUnknown(kube::FieldAt(spec, "resources"), "spec.resources.",
              known.resources, errors);
   const json& tolerations = kube::FieldAt(spec, "tolerations");

@@ -41,7 +41,13 @@ inline constexpr char kOwnPrefix[] = "minicluster.dev/";
 inline constexpr char kCurveVolume[] = "curve";
 inline constexpr char kConfigVolume[] = "flux-config";
 inline constexpr char kRunVolume[] = "flux-run";
+inline constexpr char kViewVolume[] = "flux-view";
 inline constexpr char kConfigMountPath[] = "/etc/flux/minicluster";
+// Where a view's flux(1) appears in the broker container: a directory on
+// every image's default PATH, so that `kubectl exec POD -- flux ...` and a
+// job's PATH find it without the container's PATH being replaced (which
+// would lose the image's own). Nothing else of the view is on PATH.
+inline constexpr char kViewFluxPath[] = "/usr/local/bin/flux";
 inline constexpr char kRunMountPath[] = "/run";
 
 inline constexpr int kDefaultBrokerPort = 8050;
@@ -72,6 +78,16 @@ struct PodFields {
   std::string service_account_name;                  // "": the default
 };
 
+// Where the brokers' Flux comes from (spec.flux).
+struct FluxSource {
+  // The Flux view the node driver serves (spec.flux.view), mounted at
+  // /opt/flux; empty: the controller's --flux-view.
+  std::string view;
+  // spec.flux.fromImage: the image carries Flux itself (flux on its PATH,
+  // /bin/sh), as before views existed; no view volume.
+  bool from_image = false;
+};
+
 struct MiniClusterSpec {
   int32_t size = 1;
   std::string image;
@@ -84,6 +100,7 @@ struct MiniClusterSpec {
   // Added to the broker container's own mounts; each names one of `volumes`.
   nlohmann::json volume_mounts = nlohmann::json::array();  // []VolumeMount
   FluxUser flux_user;
+  FluxSource flux;
   int32_t broker_port = kDefaultBrokerPort;
   bool suspend = false;
   std::string connect_timeout = kDefaultConnectTimeout;
@@ -133,7 +150,8 @@ void TrimMiniClusterForCache(nlohmann::json& object);
 // the object's top level, spec, spec.fluxUser, spec.resources and each
 // spec.tolerations[] entry. A test holds them to deploy/controller/crd.yaml.
 struct KnownFields {
-  std::vector<std::string_view> top, spec, flux_user, resources, toleration;
+  std::vector<std::string_view> top, spec, flux_user, flux, resources,
+      toleration;
 };
 const KnownFields& MiniClusterFields();
 

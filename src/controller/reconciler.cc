@@ -49,7 +49,11 @@ json TemplateSkeleton(const json& job) {
   if (const json& volumes = kube::FieldAt(pod, "volumes"); volumes.is_array()) {
     for (const auto& v : volumes) {
       const json& csi = kube::FieldAt(v, "csi");
-      if (kube::StringAt(csi, "driver") != common::kDriverName) continue;
+      // The cert volume only: a view volume says nothing the status reads.
+      if (kube::StringAt(v, "name") != kCurveVolume ||
+          kube::StringAt(csi, "driver") != common::kDriverName) {
+        continue;
+      }
       json kept{{"name", v.value("name", "")},
                 {"csi", {{"driver", common::kDriverName}}}};
       if (std::string key_id = KeyIdOfJob(job); !key_id.empty()) {

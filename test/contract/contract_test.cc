@@ -6,11 +6,13 @@
 
 #include <array>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/file.h"
 #include "common/volume_contract.h"
+#include "controller/desired.h"
 #include "controller/render.h"
 #include "driver/volume_request.h"
 #include "kube/yaml_json.h"
@@ -150,6 +152,42 @@ TEST(Contract, TheBrokerReadsTheCertWhereTheDriverWritesIt) {
               std::string::npos)
         << "the broker config does not name " << cert_path;
   }
+}
+
+// The view volume the controller renders (unless spec.flux.fromImage) is
+// one the driver accepts as a view, and everything the container runs of
+// Flux (its shell, flux) lies in what it mounts of it.
+TEST(Contract, EveryRenderedViewPassesTheDriversValidation) {
+  int views = 0;
+  for (const std::string& file : ExampleMiniClusters()) {
+    SCOPED_TRACE(file);
+    const json job = RenderedJob(file);
+    const json& pod = job["spec"]["template"]["spec"];
+    for (const json& volume : pod["volumes"]) {
+      if (volume.value("name", "") != controller::kViewVolume) continue;
+      ++views;
+      const auto request = KubeletRequest(volume, "default", "x-0");
+      ASSERT_TRUE(driver::IsViewRequest(request));
+      const auto spec = driver::ValidateViewPublishRequest(request);
+      ASSERT_TRUE(spec) << spec.error().message;
+      EXPECT_EQ(spec->view, controller::kDefaultFluxView);
+      const json& container = pod["containers"][0];
+      const std::string shell = container["command"][0];
+      EXPECT_TRUE(shell.starts_with(std::string(common::kViewMountPath) + "/"))
+          << shell;
+      std::set<std::string> paths;
+      for (const json& mount : container["volumeMounts"]) {
+        if (mount["name"] == controller::kViewVolume) {
+          paths.insert(mount["mountPath"].get<std::string>());
+          EXPECT_EQ(mount.value("readOnly", false), true) << mount;
+        }
+      }
+      EXPECT_EQ(paths,
+                (std::set<std::string>{std::string(common::kViewMountPath),
+                                       controller::kViewFluxPath}));
+    }
+  }
+  EXPECT_GE(views, 1) << "no example renders a view volume";
 }
 
 TEST(Contract, AVolumeWithOneKeyRenamedIsRefused) {

@@ -1,6 +1,11 @@
 #include "controller/desired.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "test_objects.h"
 
@@ -123,18 +128,87 @@ TEST(DesiredJob, RootByDefaultSoTheRootOwnedCertIsReadable) {
 
 TEST(DesiredJob, EphemeralPassesCommandAsArgsToFluxStart) {
   const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
-  EXPECT_EQ(Broker(job)["command"][0], "/bin/sh");
+  EXPECT_EQ(Broker(job)["command"][0], "/opt/flux/libexec/flux-view/sh");
   EXPECT_EQ(Broker(job)["command"][1], "-c");
   EXPECT_EQ(Broker(job)["args"],
             json::array({"flux", "run", "-N4", "hostname"}));
   const std::string script = Script(job);
-  EXPECT_NE(
-      script.find("exec flux start --config-path=/etc/flux/minicluster/config "
-                  "-Stbon.connect_timeout=5s "
-                  "-Slocal-uri=local:///run/flux/local -- \"$@\"\n"),
-      std::string::npos)
+  EXPECT_NE(script.find("exec /usr/local/bin/flux start "
+                        "--config-path=/etc/flux/minicluster/broker.toml "
+                        "-Srundir=/run/flux -Sstatedir=/run/flux/state "
+                        "-Stbon.connect_timeout=5s "
+                        "-Slocal-uri=local:///run/flux/local -- \"$@\"\n"),
+            std::string::npos)
       << script;
   EXPECT_EQ(script.find("rc2_none"), std::string::npos);
+  EXPECT_NE(script.find("\nexport SHELL=/opt/flux/libexec/flux-view/sh\n"),
+            std::string::npos)
+      << script;
+}
+
+// spec.flux.fromImage: the image's own /bin/sh and flux, and no view.
+TEST(DesiredJob, FluxFromImageRunsTheImagesShellAndFlux) {
+  json object = MiniClusterObject();
+  object["spec"]["flux"] = {{"fromImage", true}};
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_EQ(Broker(job)["command"][0], "/bin/sh");
+  EXPECT_NE(
+      Script(job).find("\nexec flux start "
+                       "--config-path=/etc/flux/minicluster/broker.toml "),
+      std::string::npos)
+      << Script(job);
+  EXPECT_EQ(Broker(job)["readinessProbe"]["exec"]["command"][0], "flux");
+  EXPECT_EQ(Script(job).find("SHELL"), std::string::npos) << Script(job);
+  for (const json& volume : PodSpec(job)["volumes"]) {
+    EXPECT_NE(volume["name"], "flux-view") << volume;
+  }
+  for (const json& mount : Broker(job)["volumeMounts"]) {
+    EXPECT_NE(mount["name"], "flux-view") << mount;
+  }
+}
+
+// The default: the node driver's view at /opt/flux, its flux(1) alone at
+// /usr/local/bin/flux (on the image's PATH), nothing else of it on PATH.
+TEST(DesiredJob, BrokersRunFromTheDriversFluxView) {
+  DesiredOptions opts;
+  opts.flux_view = "flux-core-0.90.1";
+  const json job = DesiredJob(Parse(MiniClusterObject()), opts);
+  EXPECT_EQ(PodSpec(job)["volumes"][3],
+            (json{{"name", "flux-view"},
+                  {"csi",
+                   {{"driver", "curve.minicluster.dev"},
+                    {"readOnly", true},
+                    {"volumeAttributes", {{"view", "flux-core-0.90.1"}}}}}}));
+  EXPECT_EQ(Broker(job)["volumeMounts"][3], (json{{"name", "flux-view"},
+                                                  {"mountPath", "/opt/flux"},
+                                                  {"readOnly", true}}));
+  EXPECT_EQ(Broker(job)["volumeMounts"][4],
+            (json{{"name", "flux-view"},
+                  {"mountPath", "/usr/local/bin/flux"},
+                  {"subPath", "bin/flux"},
+                  {"readOnly", true}}));
+  EXPECT_EQ(Broker(job)["readinessProbe"]["exec"]["command"][0],
+            "/usr/local/bin/flux");
+  for (const json& env : Broker(job)["env"]) {
+    EXPECT_NE(env["name"], "PATH") << "the image's own PATH is kept";
+  }
+  // A MiniCluster's own view wins over the controller's default.
+  json object = MiniClusterObject();
+  object["spec"]["flux"] = {{"view", "flux-core-0.88.0"}};
+  EXPECT_EQ(PodSpec(DesiredJob(
+                Parse(object),
+                opts))["volumes"][3]["csi"]["volumeAttributes"]["view"],
+            "flux-core-0.88.0");
+}
+
+TEST(DesiredOptions, FluxViewMustBeAViewName) {
+  DesiredOptions opts;
+  for (const char* bad : {"", "Flux", "a b", "x;rm", "-flux"}) {
+    opts.flux_view = bad;
+    const auto checked = CheckDesiredOptions(opts);
+    ASSERT_FALSE(checked) << bad;
+    EXPECT_NE(checked.error().find("--flux-view"), std::string::npos);
+  }
 }
 
 TEST(DesiredJob, PersistentRunsNoInitialProgram) {
@@ -193,9 +267,7 @@ TEST(DesiredJob, BrokerListensOnTheFixedLocalUriNamedByFluxUri) {
     EXPECT_EQ(
         Broker(job)["env"][0],
         (json{{"name", "FLUX_URI"}, {"value", "local:///run/flux/local"}}));
-    EXPECT_NE(Script(job).find("mkdir -p /etc/flux/minicluster/config "
-                               "/run/flux\n"),
-              std::string::npos)
+    EXPECT_NE(Script(job).find(" -Srundir=/run/flux "), std::string::npos)
         << Script(job);
     EXPECT_EQ(Broker(job)["volumeMounts"][2],
               (json{{"name", "flux-run"}, {"mountPath", "/run"}}));
@@ -221,7 +293,7 @@ TEST(DesiredJob, ReadyOnlyOnceTheLocalBrokerIsInStateRun) {
   const json& probe = Broker(job)["readinessProbe"];
   const json& command = probe["exec"]["command"];
   ASSERT_EQ(command.size(), 4u);
-  EXPECT_EQ(command[0], "flux");
+  EXPECT_EQ(command[0], "/usr/local/bin/flux");  // the view's
   EXPECT_EQ(command[1], "python");
   const std::string check = command[3];
   // Answered once the broker is in state run, an error after it.
@@ -253,15 +325,17 @@ TEST(DesiredJob, PodTemplateCarriesTheMiniClustersPodFields) {
   EXPECT_EQ(PodSpec(job)["serviceAccountName"], "flux-runner");
   // The controller's volumes and mounts first, then the MiniCluster's.
   const json& volumes = PodSpec(job)["volumes"];
-  ASSERT_EQ(volumes.size(), 5u);
+  ASSERT_EQ(volumes.size(), 6u);
   EXPECT_EQ(volumes[0]["name"], "curve");
-  EXPECT_EQ(volumes[3], spec["volumes"][0]);
-  EXPECT_EQ(volumes[4], spec["volumes"][1]);
+  EXPECT_EQ(volumes[3]["name"], "flux-view");
+  EXPECT_EQ(volumes[4], spec["volumes"][0]);
+  EXPECT_EQ(volumes[5], spec["volumes"][1]);
   const json& mounts = Broker(job)["volumeMounts"];
-  ASSERT_EQ(mounts.size(), 5u);
+  ASSERT_EQ(mounts.size(), 7u);
   EXPECT_EQ(mounts[0]["name"], "curve");
-  EXPECT_EQ(mounts[3], spec["volumeMounts"][0]);
-  EXPECT_EQ(mounts[4], spec["volumeMounts"][1]);
+  EXPECT_EQ(mounts[4]["name"], "flux-view");
+  EXPECT_EQ(mounts[5], spec["volumeMounts"][0]);
+  EXPECT_EQ(mounts[6], spec["volumeMounts"][1]);
   // Pod labels are the pods', not the Job's.
   EXPECT_FALSE(job["metadata"]["labels"].contains("team"));
 }
@@ -278,8 +352,8 @@ TEST(DesiredJob, UnsetPodFieldsAreLeftOut) {
   EXPECT_FALSE(job["spec"]["template"]["metadata"].contains("annotations"));
   EXPECT_EQ(job["spec"]["template"]["metadata"]["labels"],
             CommonLabels(Parse(MiniClusterObject())));
-  EXPECT_EQ(PodSpec(job)["volumes"].size(), 3u);
-  EXPECT_EQ(Broker(job)["volumeMounts"].size(), 3u);
+  EXPECT_EQ(PodSpec(job)["volumes"].size(), 4u);      // cert, 2 emptyDirs, view
+  EXPECT_EQ(Broker(job)["volumeMounts"].size(), 5u);  // the view's twice
 }
 
 TEST(DesiredService, IsHeadlessAndPublishesNotReadyAddresses) {
@@ -371,17 +445,48 @@ TEST(FluxBrokerConfig, SingleBrokerHostlist) {
   EXPECT_EQ(BrokerHostlist(Parse(object)), "demo-0");
 }
 
-TEST(StartScript, WritesTheConfigThroughAQuotedHeredoc) {
-  const MiniCluster mc = Parse(MiniClusterObject());
-  const std::string script = StartScript(mc, DesiredOptions{});
-  // Quoted delimiter: the shell expands nothing inside the config.
-  EXPECT_NE(script.find("cat > /etc/flux/minicluster/config/broker.toml "
-                        "<<'FLUX_BROKER_TOML'\n" +
-                        FluxBrokerConfig(mc, DesiredOptions{}) +
-                        "FLUX_BROKER_TOML\n"),
-            std::string::npos)
-      << script;
+// The script as a POSIX shell (dash, as in the view) runs it: it writes
+// exactly FluxBrokerConfig with builtins only, then execs flux with the
+// MiniCluster's command as "$@" (a stand-in flux on PATH records both).
+TEST(StartScript, WritesTheConfigWithBuiltinsAndExecsFlux) {
+  const std::string dir = ::testing::TempDir() + "start_script_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/bin");
+  {
+    std::ofstream flux(dir + "/bin/flux");
+    flux << "#!/bin/sh\nprintf '%s\\n' \"$@\" > " << dir << "/args\n";
+  }
+  std::filesystem::permissions(dir + "/bin/flux",
+                               std::filesystem::perms::owner_all);
+  json object = MiniClusterObject();
+  object["spec"]["flux"] = {{"fromImage", true}};
+  const MiniCluster mc = Parse(object);
+  DesiredOptions opts;
+  opts.config_mount_path = dir;
+  const std::string script = StartScript(mc, opts);
   EXPECT_EQ(script.find("set -eu\n"), script.find('\n') + 1);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string path = "PATH=" + dir + "/bin";
+    char* env[] = {path.data(), nullptr};
+    execle("/bin/sh", "sh", "-c", script.c_str(), "flux-broker", "it's",
+           "$HOME", nullptr, env);
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::ifstream toml(dir + "/broker.toml");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(toml), {}),
+            FluxBrokerConfig(mc, opts));
+  std::ifstream args(dir + "/args");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(args), {}),
+            "start\n--config-path=" + dir +
+                "/broker.toml\n-Srundir=/run/flux\n-Sstatedir=/run/flux/state\n"
+                "-Stbon.connect_timeout=5s\n"
+                "-Slocal-uri=local:///run/flux/local\n--\nit's\n$HOME\n");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(JobApplyBody, CarriesNoFieldKueueOwns) {

@@ -254,7 +254,44 @@ INSTANTIATE_TEST_SUITE_P(
                 "spec.volumeMounts[0].mountPath: must be an absolute path"},
         BadSpec{"volumeMounts",
                 json::array({{{"name", "d"}, {"mountPath", "/data/../run"}}}),
-                "without . or .. parts"}));
+                "without . or .. parts"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "d"}, {"mountPath", "/opt/flux/lib"}}}),
+                "is at or under /opt/flux, where the controller mounts the "
+                "Flux view"},
+        BadSpec{"volumeMounts",
+                json::array({{{"name", "d"},
+                              {"mountPath", "/usr/local/bin/flux"}}}),
+                "the Flux view's flux command"},
+        BadSpec{"volumes",
+                json::array({{{"name", "flux-view"},
+                              {"emptyDir", json::object()}}}),
+                "flux-view"},
+        BadSpec{"flux", "flux-core-0.88.0", "spec.flux: must be a mapping"},
+        BadSpec{"flux", {{"view", "Flux Core"}}, "spec.flux.view: must name"},
+        BadSpec{"flux", {{"view", 88}}, "spec.flux.view: must name"},
+        BadSpec{"flux", {{"fromImage", "yes"}}, "spec.flux.fromImage: must be"},
+        BadSpec{"flux",
+                {{"view", "flux-core-0.88.0"}, {"fromImage", true}},
+                "spec.flux: set view or fromImage: true, not both"}));
+
+TEST(MiniClusterParse, FluxViewOrFromImage) {
+  json object = MiniClusterObject();
+  EXPECT_EQ(ParseMiniCluster(object).minicluster->spec.flux.view, "");
+  EXPECT_FALSE(ParseMiniCluster(object).minicluster->spec.flux.from_image);
+  object["spec"]["flux"] = {{"view", "flux-core-0.88.0"}};
+  EXPECT_EQ(ParseMiniCluster(object).minicluster->spec.flux.view,
+            "flux-core-0.88.0");
+  object["spec"]["flux"] = {{"fromImage", true}};
+  ParseResult r = ParseMiniCluster(object);
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  EXPECT_TRUE(r.minicluster->spec.flux.from_image);
+  object["spec"]["flux"]["typo"] = 1;
+  EXPECT_EQ(UnknownFields(object),
+            std::vector<std::string>{
+                "spec.flux.typo: unknown field; spec.flux has view, fromImage "
+                "(check for a typo)"});
+}
 
 TEST(MiniClusterParse, RejectsNamesThatCannotNameAServiceOrHostname) {
   json object = MiniClusterObject();

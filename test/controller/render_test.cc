@@ -77,9 +77,10 @@ TEST(Render, ShowsThePodTemplateFields) {
   EXPECT_EQ(pod["spec"]["tolerations"][0]["value"], "hpc");
   EXPECT_EQ(pod["spec"]["affinity"], (json{{"nodeAffinity", json::object()}}));
   EXPECT_EQ(pod["spec"]["serviceAccountName"], "lammps-runner");
-  EXPECT_EQ(pod["spec"]["volumes"][3]["persistentVolumeClaim"]["claimName"],
+  // After the controller's own: cert, two emptyDirs, the view (mounted twice).
+  EXPECT_EQ(pod["spec"]["volumes"][4]["persistentVolumeClaim"]["claimName"],
             "lammps-data");
-  EXPECT_EQ(pod["spec"]["containers"][0]["volumeMounts"][3]["mountPath"],
+  EXPECT_EQ(pod["spec"]["containers"][0]["volumeMounts"][5]["mountPath"],
             "/data");
 }
 
@@ -133,6 +134,7 @@ TEST(Render, KnownFieldsAreTheCrdsDeclaredOnes) {
   EXPECT_EQ(as_set(known.top), keys(schema["properties"]));
   EXPECT_EQ(as_set(known.spec), keys(spec));
   EXPECT_EQ(as_set(known.flux_user), keys(spec["fluxUser"]["properties"]));
+  EXPECT_EQ(as_set(known.flux), keys(spec["flux"]["properties"]));
   EXPECT_EQ(as_set(known.resources), keys(spec["resources"]["properties"]));
   EXPECT_EQ(as_set(known.toleration),
             keys(spec["tolerations"]["items"]["properties"]));
