@@ -65,6 +65,7 @@ NAME_POLICY = "minicluster-name-label.minicluster.dev"
 NAME_LABEL = "minicluster.dev/name"
 PER_POD_CAP = 1  # the driver's --max-volumes-per-pod (deploy/daemonset/daemonset.yaml)
 DRIVER = "curve.minicluster.dev"
+VIEW = "flux-core-0.88.0"  # the controller's default --flux-view
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 CONTROLLER_NS, CONTROLLER_SA = "minicluster-system", "minicluster-controller"
 USER = "alice"
@@ -217,6 +218,22 @@ def test_policy(work):
     check_admitted(create(plain, USER), "a Job without the curve volume")
     plain_pod = {**pod("plain", ns), "spec": plain["spec"]["template"]["spec"]}
     check_admitted(create(plain_pod, USER), "a pod without the curve volume")
+    # A view volume (a read-only Flux install, no secret) is anyone's; a
+    # volume that names a view and anything else is a cert volume.
+    view_pod = pod("view-only", ns)
+    view_pod["spec"]["volumes"] = [{"name": "flux", "csi": {
+        "driver": DRIVER, "readOnly": True, "volumeAttributes": {"view": VIEW}}}]
+    view_pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "flux", "mountPath": "/opt/flux"}]
+    check_admitted(create(view_pod, USER, dry_run=True), "a hand-made pod with a view volume alone")
+    view_job = job("view-only", ns)
+    view_job["spec"]["template"]["spec"] = view_pod["spec"]
+    check_admitted(create(view_job, USER, dry_run=True), "a hand-made Job with a view volume alone")
+    posing = pod("posing", ns)
+    posing["spec"]["volumes"][0]["csi"]["volumeAttributes"]["view"] = VIEW
+    check_refused(create(posing, USER), PODS_POLICY, USER, "a pod whose cert volume also names a view")
+    posing_job = job("posing", ns)
+    posing_job["spec"]["template"]["spec"] = posing["spec"]
+    check_refused(create(posing_job, USER), JOBS_POLICY, USER, "a Job whose cert volume also names a view")
     add_volume = json.dumps({"spec": {"volumes": curve_pod_spec("lab")["volumes"]}})
     r = kubectl("patch", "pod", "plain", "-n", ns, "-p", add_volume, check_rc=False)
     check(r.returncode != 0 and "pod updates may not change fields" in r.stderr,
@@ -240,7 +257,8 @@ def test_policy(work):
     for p in pods:
         name = p["metadata"]["name"]
         check_eq([v["csi"]["volumeAttributes"] for v in p["spec"]["volumes"] if "csi" in v],
-                 [{"minicluster": "lab", "generation": mc, "owner": "0"}], f"pod {name} curve volume")
+                 [{"minicluster": "lab", "generation": mc, "owner": "0"}, {"view": VIEW}],
+                 f"pod {name} curve and view volumes")
         check_eq([(r["kind"], r["name"], r.get("controller")) for r in p["metadata"]["ownerReferences"]],
                  [("Job", "lab", True)], f"pod {name} ownerReferences")
     got = events(ns, "Job", "lab")
@@ -569,6 +587,15 @@ def test_volume_count(work):
         other["spec"]["template"]["spec"]["volumes"].append(
             {"name": "scratch", "csi": {"driver": "other.example.com"}})
         check_admitted(as_controller(other), "the controller's Job with one curve and one other CSI volume")
+        # Nor do view volumes: a MiniCluster pod has its cert and its view.
+        viewed = with_curve_volumes(pod("lab-0", ns, metadata=owned), PER_POD_CAP)
+        viewed["spec"]["volumes"].append({"name": "flux-view", "csi": {
+            "driver": DRIVER, "readOnly": True, "volumeAttributes": {"view": VIEW}}})
+        check_admitted(create(viewed, JOB_CONTROLLER, dry_run=True),
+                       "the Job controller's pod with its cert and a view volume")
+        viewed["spec"]["volumes"][-1]["csi"]["volumeAttributes"]["owner"] = "0"
+        check_count_refused(create(viewed, JOB_CONTROLLER, dry_run=True), "Pod", two,
+                            "a pod whose second cert volume also names a view")
     finally:
         kubectl("apply", "-f", os.path.join(POLICY_DIR, "jobs.yaml"))
         kubectl("apply", "-f", os.path.join(POLICY_DIR, "controller.yaml"))
