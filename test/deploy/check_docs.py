@@ -85,7 +85,13 @@ def check_pod_volumes(obj, where, c):
             continue
         w = f"{where} volume {v['name']}"
         c.equal(csi.get("readOnly"), True, f"{w}: csi.readOnly")
-        check_attributes(csi.get("volumeAttributes"), w, c)
+        attrs = csi.get("volumeAttributes") or {}
+        if "view" in attrs:  # a view volume: the one attribute, a view name
+            c.equal(sorted(attrs), ["view"], f"{w}: a view volume's attributes")
+            c.check(DNS1123_SUBDOMAIN.match(str(attrs["view"])) or str(attrs["view"]).startswith("<"),
+                    f"{w}: view {attrs['view']!r} is not a view name")
+            continue
+        check_attributes(attrs, w, c)
 
 
 def check_text(text, where):
