@@ -369,10 +369,15 @@ def test_controller_confined(work):
     check_eq([a["minicluster"] for a in curve_attributes(job)], ["lab"],
              "the rendered Job's curve volume")
     # The read-only view volume MiniCluster pods also get (attributes: view
-    # alone): what the controller renders must pass with it.
-    with_view = variant(lambda o: pod_spec(o)["volumes"].append(
-        {"name": "flux-view", "csi": {"driver": DRIVER, "readOnly": True,
-                                      "volumeAttributes": {"view": "flux-core-0.88.0"}}}))
+    # alone) passes this policy. In place of the cert volume, so that the
+    # one-volume-per-pod policy (volume-count.yaml, which earlier tests
+    # leave applied) does not decide the case.
+    def set_attributes(o, attributes):
+        for a in curve_attributes(o):
+            a.clear()
+            a.update(attributes)
+
+    with_view = variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0"}))
 
     other = kubectl("create", "job", "plain", "-n", ns, f"--image={IMAGE}", "-o", "json",
                     "--dry-run=client").stdout
@@ -436,15 +441,11 @@ def test_controller_confined(work):
          variant(lambda o: [a.update(minicluster="victim") for a in curve_attributes(o)]),
          JOBS, "create"),
         ("a Job with a view volume that names a MiniCluster's key too",
-         variant(lambda o: pod_spec(o)["volumes"].append(
-             {"name": "flux-view", "csi": {"driver": DRIVER, "volumeAttributes": {
-                 "view": "flux-core-0.88.0", "minicluster": "victim"}}})),
+         variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0",
+                                              "minicluster": "victim"})),
          JOBS, "create"),
         ("a Job with a curve volume of no MiniCluster and no view",
-         variant(lambda o: pod_spec(o)["volumes"].append(
-             {"name": "bare", "csi": {"driver": DRIVER, "volumeAttributes": {
-                 "generation": "x"}}})),
-         JOBS, "create"),
+         variant(lambda o: set_attributes(o, {"generation": "x"})), JOBS, "create"),
         ("a Service with a cluster IP",
          variant(lambda o: o["spec"].pop("clusterIP"), base=service), SERVICES, "create"),
         # Owned by kube-system's own MiniCluster lab, as the Job there: only
@@ -529,7 +530,8 @@ def test_controller_confined(work):
 
     # 3. What the controller really makes is admitted, stored for real
     # (with the view volume as a dry run: the Job is the same).
-    check_admitted(as_controller(kubeconfig, with_view), "the controller's Job with a view volume")
+    check_admitted(as_controller(kubeconfig, with_view),
+                   "the controller's Job with a view volume (in place of its cert volume)")
     for obj in (service, netpol, job):
         r = as_controller(kubeconfig, obj, dry_run=False)
         check_admitted(r, f"the controller's rendered {obj['kind']}")
@@ -853,10 +855,15 @@ def test_multikueue_worker(work):
     check_eq([a["minicluster"] for a in curve_attributes(job)], ["lab"],
              "the rendered Job's curve volume")
     # The read-only view volume MiniCluster pods also get (attributes: view
-    # alone): what the controller renders must pass with it.
-    with_view = variant(lambda o: pod_spec(o)["volumes"].append(
-        {"name": "flux-view", "csi": {"driver": DRIVER, "readOnly": True,
-                                      "volumeAttributes": {"view": "flux-core-0.88.0"}}}))
+    # alone) passes this policy. In place of the cert volume, so that the
+    # one-volume-per-pod policy (volume-count.yaml, which earlier tests
+    # leave applied) does not decide the case.
+    def set_attributes(o, attributes):
+        for a in curve_attributes(o):
+            a.clear()
+            a.update(attributes)
+
+    with_view = variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0"}))
 
     # A MiniCluster lab in another namespace (a worker's own, say): there
     # the parameter policies find it and leave multikueue-sa's Jobs alone.
