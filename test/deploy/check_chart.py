@@ -184,6 +184,24 @@ def namespaces_left(objects):
             or f":{DRIVER_NS}:" in s]
 
 
+def kept_driver_namespace(objects, sets, errors):
+    """`objects` without the one annotation the chart adds to deploy/: the
+    driver's Namespace (the privileged one) holds the master key Secret, so
+    Helm must never delete it (helm.sh/resource-policy: keep; issue 42,
+    item 2). Checked here, then dropped for the comparison."""
+    for o in objects:
+        if o["kind"] != "Namespace" or o["metadata"].get("labels", {}).get(
+                "pod-security.kubernetes.io/enforce") != "privileged":
+            continue
+        notes = o["metadata"].get("annotations", {})
+        if notes.pop("helm.sh/resource-policy", None) != "keep":
+            errors.append(f"[{', '.join(sets) or 'defaults'}] the driver "
+                          "Namespace lacks helm.sh/resource-policy: keep")
+        if not notes:
+            o["metadata"].pop("annotations", None)
+    return objects
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -192,8 +210,9 @@ def main():
 
     def render(*sets):
         args = [a for s in sets for a in ("--set", s)]
-        return m.load_all(run([helm, "template", "flux-curve-csi", chart,
-                               "--include-crds", *args]))
+        return kept_driver_namespace(
+            m.load_all(run([helm, "template", "flux-curve-csi", chart,
+                            "--include-crds", *args])), sets, errors)
 
     errors = []
     base = m.render(kustomize, deploy)
