@@ -1,5 +1,7 @@
 #include "controller/copied_job.h"
 
+#include <fmt/format.h>
+
 #include "common/volume_contract.h"
 #include "kube/api_path.h"
 #include "kube/object_meta.h"
@@ -121,6 +123,33 @@ std::vector<Action> PlanCopiedJob(const CopiedJobObjects& desired,
     actions.push_back(std::move(*step));
   }
   return actions;
+}
+
+EventSpec CopiedJobConflictEvent(const json& job, CopiedJobConflict conflict) {
+  const kube::ObjectMeta meta(job);
+  const std::string what =
+      fmt::format("{}/{}", meta.namespace_name(), meta.name());
+  // On the manager the MiniCluster is Running: say where to look from there.
+  constexpr char kManager[] =
+      "; the MiniCluster on the MultiKueue manager shows Running meanwhile "
+      "(its Admitted event names this worker)";
+  if (conflict == CopiedJobConflict::kServiceTaken) {
+    return {"Warning", "ServiceNameTaken", "CreateService",
+            fmt::format(
+                "Service {0} exists and is not this Job's: the brokers' names "
+                "{1}-0.{1}, {1}-1.{1}, ... resolve through it, not to this "
+                "Job's pods, so they never wire up; delete or rename that "
+                "Service on this worker and the controller makes the Job's "
+                "own{2}",
+                what, meta.name(), kManager)};
+  }
+  return {"Warning", "MiniClusterNameTaken", "CreateService",
+          fmt::format(
+              "MiniCluster {0} exists on this worker with the name of this "
+              "Job that MultiKueue copied here, so the controller reconciles "
+              "that MiniCluster and makes no Service for this Job: its brokers "
+              "never wire up; delete or rename the worker's MiniCluster {0}{1}",
+              what, kManager)};
 }
 
 }  // namespace fcc::controller

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "controller/desired.h"
+#include "controller/events.h"
 #include "controller/plan.h"
 
 namespace fcc::controller {
@@ -45,5 +46,22 @@ std::vector<Action> PlanCopiedJob(const CopiedJobObjects& desired,
                                   const nlohmann::json& job,
                                   const nlohmann::json* service,
                                   const nlohmann::json* network_policy);
+
+// What keeps a copied Job's brokers from wiring up on this worker, which
+// the controller does not undo (the object is a tenant's): the manager's
+// MiniCluster shows Running meanwhile, so it is said on the Job.
+enum class CopiedJobConflict {
+  // A Service of the Job's name that the Job does not control: the brokers'
+  // names <name>-<index>.<name> resolve through it, or through nothing.
+  kServiceTaken,
+  // A MiniCluster of the Job's name on this worker: the name is reconciled
+  // as that MiniCluster, and the copy gets no Service.
+  kMiniClusterHere,
+};
+
+// The Warning Event on the Job for `conflict`, naming the object in the way
+// and the fix. Pure.
+EventSpec CopiedJobConflictEvent(const nlohmann::json& job,
+                                 CopiedJobConflict conflict);
 
 }  // namespace fcc::controller

@@ -158,6 +158,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     if (options_.multikueue_worker) return ReconcileCopiedJob(key);
     return ReconcileResult::Done();  // deleted: GC cleans up
   }
+  if (options_.multikueue_worker) WarnIfCopiedJobHere(key, *snapshot);
   const std::string now = kube::FormatTime(std::chrono::system_clock::now());
   const auto plan = PlanReconcile(snapshot->View(), options_, now);
   return Execute(key, *snapshot, plan, now);
@@ -175,19 +176,54 @@ ReconcileResult Reconciler::ReconcileCopiedJob(const std::string& key) {
   const std::optional<json> service = caches_.services.Get(key);
   const std::optional<json> policy = caches_.network_policies.Get(key);
   const std::string& uid = kube::ObjectMeta(*job).uid();
+  // A labelled Service the Job does not control is cached and left alone;
+  // an unlabelled one shows as the create's 409.
+  bool service_taken = service && !kube::ControlledBy(*service, uid);
   ReconcileResult result;
   for (const Action& action :
        PlanCopiedJob(*desired, *job, service ? &*service : nullptr,
                      policy ? &*policy : nullptr)) {
     if (action.kind == Action::Kind::kCreateService) {
-      result.Merge(CreateService(key, action, uid));
+      ReconcileResult created = CreateService(key, action, uid);
+      service_taken |= created.reason == RetryReason::kServiceNameTaken;
+      result.Merge(std::move(created));
     } else if (action.kind == Action::Kind::kCreateNetworkPolicy) {
       result.Merge(CreateNetworkPolicy(key, action, uid));
     } else {
       result.Merge(Apply(key, action));
     }
   }
+  if (service_taken) {
+    WarnCopiedJob(key, *job, CopiedJobConflict::kServiceTaken);
+  }
   return result;
+}
+
+void Reconciler::WarnIfCopiedJobHere(const std::string& key,
+                                     const Snapshot& snapshot) {
+  const std::optional<json> job = caches_.jobs.Get(key);
+  if (!job || !IsCopiedMiniClusterJob(*job) ||
+      kube::ControlledBy(*job, kube::ObjectMeta(snapshot.minicluster).uid())) {
+    return;
+  }
+  WarnCopiedJob(key, *job, CopiedJobConflict::kMiniClusterHere);
+}
+
+void Reconciler::WarnCopiedJob(const std::string& key, const json& job,
+                               CopiedJobConflict conflict) {
+  const EventSpec event = CopiedJobConflictEvent(job, conflict);
+  {
+    // Once per Job and cause: the reconcile is retried with back-off.
+    std::lock_guard lock(warned_mu_);
+    const std::string seen = kube::ObjectMeta(job).uid() + "/" + event.reason;
+    if (!warned_.insert(seen).second) return;
+  }
+  spdlog::warn("job {}: {}", key, event.note);
+  if (events_ == nullptr) return;
+  json regarding = job;  // the cache's copy may lack its type
+  regarding["apiVersion"] = "batch/v1";
+  regarding["kind"] = "Job";
+  events_->Record(regarding, event);
 }
 
 ReconcileResult Reconciler::Execute(const std::string& key,

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <expected>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "controller/copied_job.h"
 #include "controller/events.h"
 #include "controller/plan.h"
 #include "kube/kube_client.h"
@@ -107,6 +110,12 @@ class Reconciler {
   // The worker role: the Service and NetworkPolicy of the Job "<key>" if
   // MultiKueue copied it here (copied_job.h); nothing for any other key.
   ReconcileResult ReconcileCopiedJob(const std::string& key);
+  // The worker role, a MiniCluster of that name here: warns on the Job of
+  // that name if MultiKueue copied it (it then gets no Service).
+  void WarnIfCopiedJobHere(const std::string& key, const Snapshot& snapshot);
+  // A Warning Event on the copied Job, once per Job and conflict.
+  void WarnCopiedJob(const std::string& key, const nlohmann::json& job,
+                     CopiedJobConflict conflict);
   // The MiniCluster as the API server has it now; nullopt when it is gone.
   std::expected<std::optional<nlohmann::json>, std::string> GetMiniCluster(
       const nlohmann::json& cached);
@@ -153,6 +162,8 @@ class Reconciler {
   DesiredOptions options_;
   EventRecorder* events_;
   WrittenStatuses written_;
+  std::mutex warned_mu_;
+  std::set<std::string> warned_;  // "<job uid>/<reason>" warned about
 };
 
 }  // namespace fcc::controller

@@ -8,9 +8,11 @@
 namespace fcc::driver {
 namespace {
 
-// One entry per MiniCluster and master key ('/' is in no key id).
-std::string CacheKey(std::string_view key_id, const curve::MiniClusterId& id) {
-  return fmt::format("{}/{}", key_id, curve::DerivationInfo(id));
+// One entry per MiniCluster and master key, by id and bytes ('@' and '/'
+// are in no key id).
+std::string CacheKey(const RingKey& key, const curve::MiniClusterId& id) {
+  return fmt::format("{}@{}/{}", key.id, key.version,
+                     curve::DerivationInfo(id));
 }
 
 }  // namespace
@@ -27,13 +29,13 @@ KeyCache::Lease KeyCache::Acquire(const std::string& volume_id,
   // Asked every publish: a key added or removed since shows at once.
   auto master_key = ring_->Find(key_id);
   if (!master_key) throw MissingKeyError(master_key.error());
-  const std::string key = CacheKey(master_key->id, id);
+  const std::string key = CacheKey(*master_key, id);
   std::promise<CertPtr> derived;
   const Claimed claimed = Claim(volume_id, key, master_key->id, derived);
   // Derive outside the lock: other MiniClusters' publishes go on meanwhile.
   if (claimed.derive) DeriveInto(derived, key, id, *master_key);
   // get() rethrows a failure.
-  return {claimed.cert.get(), claimed.inserted, claimed.other};
+  return {claimed.cert.get(), claimed.inserted, claimed.other, key};
 }
 
 KeyCache::Claimed KeyCache::Claim(const std::string& volume_id,
@@ -114,11 +116,9 @@ void KeyCache::Release(const std::string& volume_id) {
   DropVolumeLocked(key);
 }
 
-void KeyCache::Settle(const std::string& volume_id,
-                      const curve::MiniClusterId& id, std::string_view key_id,
+void KeyCache::Settle(const std::string& volume_id, const Lease& lease,
                       bool published) {
-  const std::string key = CacheKey(
-      key_id.empty() ? std::string_view(ring_->default_id()) : key_id, id);
+  const std::string& key = lease.entry;
   std::lock_guard lock(mu_);
   auto it = by_minicluster_.find(key);
   if (!published) {

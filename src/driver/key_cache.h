@@ -58,11 +58,14 @@ class KeyCache {
     // re-publish with other attributes): the publish's outcome then goes to
     // Settle instead.
     bool other_minicluster = false;
+    // The cache entry: the key's id and version and the MiniCluster.
+    std::string entry;
   };
 
   // The cert for `id` from master key `key_id` ("" names the default key),
   // recording that `volume_id` uses it. Derives on the first use per
-  // MiniCluster and key; later calls are cache hits, including calls that
+  // MiniCluster and key (its id and bytes: an id whose bytes changed derives
+  // anew); later calls are cache hits, including calls that
   // arrive while that first derivation runs (they wait for it). Throws
   // MissingKeyError if the ring has no such key, KeyDerivationError if the
   // derivation fails (to every waiter; the next call derives afresh).
@@ -72,10 +75,9 @@ class KeyCache {
   // Unknown volume IDs (e.g. mounted before a restart) are ignored.
   void Release(const std::string& volume_id);
   // For an other_minicluster lease: after a successful publish the volume
-  // counts for `id` instead; after a failed one it keeps its MiniCluster, and
-  // `id`'s cert is dropped unless another volume uses it.
-  void Settle(const std::string& volume_id, const curve::MiniClusterId& id,
-              std::string_view key_id, bool published);
+  // counts for the lease's MiniCluster instead; after a failed one it keeps
+  // its own, and the lease's cert is dropped unless another volume uses it.
+  void Settle(const std::string& volume_id, const Lease& lease, bool published);
 
   struct Stats {
     uint64_t hits = 0;

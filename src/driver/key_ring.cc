@@ -11,9 +11,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "common/names.h"
 #include "common/volume_contract.h"
+#include "curve/hkdf.h"
 #include "driver/master_key.h"
 
 namespace fcc::driver {
@@ -24,6 +27,9 @@ namespace {
 constexpr char kDataLink[] = "/..data";
 // A reload that raced a swap is read again, at most this often.
 constexpr int kReloadAttempts = 3;
+// HKDF salt of the fingerprints that tell a key id's bytes apart.
+constexpr char kFingerprintSalt[] =
+    "curve.minicluster.dev/key-ring-fingerprint";
 
 std::string StatSignature(const std::string& path) {
   struct stat st{};
@@ -75,8 +81,9 @@ std::expected<void, std::string> CheckKeyId(std::string_view id,
 std::shared_ptr<KeyRing> KeyRing::Fixed(curve::Secret key, std::string id) {
   std::shared_ptr<KeyRing> ring(
       new KeyRing({.dir = "", .file = "", .default_id = id}));
-  ring->keys_.emplace(std::move(id),
-                      std::make_shared<const curve::Secret>(std::move(key)));
+  std::lock_guard lock(ring->mu_);
+  ring->InstallLocked(
+      {{id, std::make_shared<const curve::Secret>(std::move(key))}}, "fixed");
   return ring;
 }
 
@@ -100,11 +107,23 @@ std::expected<std::shared_ptr<KeyRing>, std::string> KeyRing::Open(
   std::shared_ptr<KeyRing> ring(new KeyRing(std::move(source)));
   ring->Refresh();
   std::lock_guard lock(ring->mu_);
-  if (!ring->keys_.contains(ring->source_.default_id)) {
-    return std::unexpected(fmt::format(
+  const std::string& id = ring->source_.default_id;
+  if (ring->keys_.empty()) {
+    return std::unexpected(
+        fmt::format("no usable master key in {1}: the default master key {0:?} "
+                    "({1}/{0}.key) is missing or was refused (a refusal is "
+                    "logged above, with why); {2}",
+                    id, ring->source_.dir, kCreateMasterKeyHint));
+  }
+  if (!ring->keys_.contains(id)) {
+    // Serving on: the node's mounted volumes, of every key, must still be
+    // unpublished. Publishes of the default key fail until it is back.
+    spdlog::error(
         "the default master key {0:?} ({1}/{0}.key) is missing or was "
-        "refused (a refusal is logged above, with why); {2}",
-        ring->source_.default_id, ring->source_.dir, kCreateMasterKeyHint));
+        "refused: volumes without volumeAttributes.{2} cannot be published on "
+        "this node until it is back in the flux-curve-csi-master-key Secret "
+        "or --default-key-id names a key the Secret has",
+        id, ring->source_.dir, common::kAttrKeyId);
   }
   return ring;
 }
@@ -124,19 +143,24 @@ std::string KeyRing::Signature() const {
   return signature;
 }
 
-KeyRing::Keys KeyRing::LoadKeys(const std::string& signature) const {
-  Keys keys;
+std::expected<KeyRing::Loaded, std::string> KeyRing::LoadKeys(
+    const std::string& signature) const {
+  Loaded keys;
+  std::string failed;
   auto add = [&](const std::string& id, const std::string& path) {
-    auto key = LoadMasterKey(path);
-    if (!key) {
+    auto key = ReadMasterKey(path);
+    if (key) {
+      keys.emplace(id, std::make_shared<const curve::Secret>(std::move(*key)));
+    } else if (key.error().transient) {
+      failed = key.error().message;
+    } else {
       spdlog::error("master key {:?} refused, the other keys stay in use: {}",
-                    id, key.error());
-      return;
+                    id, key.error().message);
     }
-    keys.emplace(id, std::make_shared<const curve::Secret>(std::move(*key)));
   };
   if (!source_.file.empty()) {
     add(source_.default_id, source_.file);
+    if (!failed.empty()) return std::unexpected(failed);
     return keys;
   }
   // Read one snapshot: kubelet's timestamped directory, not through ..data
@@ -148,10 +172,7 @@ KeyRing::Keys KeyRing::LoadKeys(const std::string& signature) const {
         target.starts_with('/') ? target : fmt::format("{}/{}", base, target);
   }
   auto names = ListDir(base);
-  if (!names) {
-    spdlog::error("{}", names.error());
-    return keys;
-  }
+  if (!names) return std::unexpected(names.error());
   for (const auto& name : *names) {
     const std::string_view id =
         std::string_view(name).substr(0, name.size() - kKeyFileSuffix.size());
@@ -163,35 +184,75 @@ KeyRing::Keys KeyRing::LoadKeys(const std::string& signature) const {
       continue;
     }
     add(std::string(id), fmt::format("{}/{}", base, name));
+    if (!failed.empty()) return std::unexpected(failed);
   }
   return keys;
 }
 
 void KeyRing::ReloadLocked(const std::string& signature) {
-  std::string loaded_from = signature;
-  Keys keys;
+  std::string read_from = signature;
+  std::optional<std::pair<Loaded, std::string>> complete;
+  std::string error;
   for (int attempt = 0; attempt < kReloadAttempts; ++attempt) {
-    keys = LoadKeys(loaded_from);
-    const std::string now = Signature();
-    if (now == loaded_from) break;
-    loaded_from = now;
-  }
-  for (const auto& [id, secret] : keys) {
-    auto old = keys_.find(id);
-    if (old != keys_.end() && !(*old->second == *secret)) {
-      spdlog::warn(
-          "master key {:?} changed its bytes: MiniClusters pinned to it get "
-          "other certs on nodes that derive from now on; never reuse a key "
-          "id for a new key",
-          id);
+    auto keys = LoadKeys(read_from);
+    if (after_read_) after_read_();
+    std::string now = Signature();
+    if (keys) {
+      complete.emplace(std::move(*keys), read_from);
+    } else {
+      error = std::move(keys.error());
     }
+    if (keys && now == read_from) break;
+    read_from = std::move(now);
+  }
+  if (!complete) {
+    // Keep what was loaded; signature_ unchanged makes the next call retry.
+    if (error != reload_error_) {
+      spdlog::error(
+          "master keys not reloaded, the {} loaded before stay in use and "
+          "the next publish or /metrics request reads again: {}",
+          keys_.size(), error);
+    }
+    reload_error_ = std::move(error);
+    return;
+  }
+  if (!reload_error_.empty()) spdlog::info("master keys readable again");
+  reload_error_.clear();
+  // Under the signature the keys were read from: if the source changed
+  // since, the next call reads it again.
+  InstallLocked(complete->first, std::move(complete->second));
+}
+
+void KeyRing::InstallLocked(const Loaded& loaded, std::string signature) {
+  Keys keys;
+  for (const auto& [id, secret] : loaded) {
+    keys.emplace(id, RingKey{id, secret, VersionLocked(id, *secret)});
   }
   keys_ = std::move(keys);
-  signature_ = std::move(loaded_from);
+  signature_ = std::move(signature);
   std::vector<std::string> ids;
-  for (const auto& [id, secret] : keys_) ids.push_back(id);
+  for (const auto& [id, key] : keys_) ids.push_back(id);
   spdlog::info("master keys loaded: {} (default {})", fmt::join(ids, ", "),
                source_.default_id);
+}
+
+uint64_t KeyRing::VersionLocked(const std::string& id,
+                                const curve::Secret& secret) {
+  // A one-way function of the key, to tell bytes apart after the key itself
+  // is gone from memory (a removed id); kept in memory only.
+  curve::Secret fingerprint =
+      curve::HkdfSha256(kFingerprintSalt, secret.reveal(), id, 32);
+  auto [it, first] = seen_.try_emplace(id);
+  if (!first) {
+    if (it->second.fingerprint == fingerprint) return it->second.version;
+    spdlog::warn(
+        "master key {:?} changed its bytes: MiniClusters pinned to it get "
+        "other certs on nodes that derive from now on, and on this node for "
+        "volumes published from now on; never reuse a key id for a new key",
+        id);
+  }
+  it->second = Seen{std::move(fingerprint), ++versions_};
+  return it->second.version;
 }
 
 void KeyRing::Refresh() {
@@ -201,13 +262,21 @@ void KeyRing::Refresh() {
   if (signature != signature_) ReloadLocked(signature);
 }
 
+std::string KeyRing::ReloadError() const {
+  std::lock_guard lock(mu_);
+  return reload_error_;
+}
+
+void KeyRing::SetAfterReadForTesting(std::function<void()> hook) {
+  std::lock_guard lock(mu_);
+  after_read_ = std::move(hook);
+}
+
 std::expected<RingKey, std::string> KeyRing::Find(std::string_view id) {
   Refresh();
   const std::string_view wanted = id.empty() ? source_.default_id : id;
   std::lock_guard lock(mu_);
-  if (auto it = keys_.find(wanted); it != keys_.end()) {
-    return RingKey{it->first, it->second};
-  }
+  if (auto it = keys_.find(wanted); it != keys_.end()) return it->second;
   std::vector<std::string_view> ids;
   for (const auto& [have, secret] : keys_) ids.push_back(have);
   if (id.empty()) {

@@ -122,6 +122,13 @@ Metrics::Metrics(const KeyCache* keys, const Publisher* publisher)
               .Help("Volumes mounted before the driver's last restart: "
                     "their master key cannot be told from the node")
               .Register(*registry_)
+              .Add({})),
+      master_key_reload_failing_(
+          prometheus::BuildGauge()
+              .Name("flux_curve_csi_master_key_reload_failing")
+              .Help("1 while the master key Secret volume cannot be read: "
+                    "the keys loaded before stay in use (the log says why)")
+              .Register(*registry_)
               .Add({})) {}
 
 void Metrics::ObserveRpc(CountedRpc rpc, grpc::StatusCode code,
@@ -198,6 +205,7 @@ void Metrics::RefreshKeyRing(const KeyCache::Stats& stats) {
   }
   std::lock_guard lock(refresh_mu_);
   SetByKey(master_keys_, master_key_gauges_, loaded, ring.default_id());
+  master_key_reload_failing_.Set(ring.ReloadError().empty() ? 0.0 : 1.0);
   SetByKey(volumes_by_key_, volumes_by_key_gauges_, volumes, std::nullopt);
   if (publisher_ != nullptr) {
     const size_t all = publisher_->CountStats().volumes;

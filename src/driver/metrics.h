@@ -75,6 +75,7 @@ class Metrics final : public RpcObserver {
   prometheus::Family<prometheus::Gauge>& master_keys_;
   prometheus::Family<prometheus::Gauge>& volumes_by_key_;
   prometheus::Gauge& volumes_key_unknown_;
+  prometheus::Gauge& master_key_reload_failing_;
   std::map<std::string, prometheus::Gauge*> master_key_gauges_;
   std::map<std::string, prometheus::Gauge*> volumes_by_key_gauges_;
   std::mutex refresh_mu_;  // scrapes turn KeyCache's totals into increments

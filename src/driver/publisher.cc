@@ -71,12 +71,22 @@ Status Publisher::Publish(const PublishSpec& spec) {
   try {
     lease = keys_.Acquire(spec.volume_id, spec.minicluster, spec.key_id);
   } catch (const MissingKeyError& e) {
+    // A volume mounted before its key left the Secret stays published:
+    // kubelet publishes every mounted volume again after it restarts.
+    if (HoldsPublishedVolume(spec)) {
+      spdlog::info(
+          "volume {} already published at {}; its master key is no longer "
+          "on this node, so the mounted cert is kept as it is",
+          spec.volume_id, spec.target_path);
+      counted->Keep();
+      return Status::OK;
+    }
     // Retried by kubelet: it succeeds once the Secret volume has the key.
     return Status(StatusCode::FAILED_PRECONDITION, e.what());
   }
   Status status = PublishLocked(spec, *lease.cert);
   if (lease.other_minicluster) {
-    keys_.Settle(spec.volume_id, spec.minicluster, spec.key_id, status.ok());
+    keys_.Settle(spec.volume_id, lease, status.ok());
   } else if (!status.ok() && lease.newly_acquired) {
     keys_.Release(spec.volume_id);
   }
@@ -159,6 +169,28 @@ Status Publisher::RemountDamaged(const PublishSpec& spec,
                               target));
   }
   return MountFresh(spec, cert, /*created_dir=*/false);
+}
+
+bool Publisher::HoldsPublishedVolume(const PublishSpec& spec) {
+  const std::string& target = spec.target_path;
+  if (fs_.Inspect(target) != PathKind::kMountRoot) return false;
+  auto fs = fs_.StatFs(target);
+  if (!fs || !fs->is_tmpfs || !fs->read_only ||
+      fs->max_inodes != kVolumeInodes) {
+    return false;
+  }
+  auto file = fs_.ReadFile(CertPath(target), kMaxCertBytes);
+  if (!file || !file->regular || file->mode != kCertMode ||
+      file->uid != spec.owner.uid || file->gid != spec.owner.gid) {
+    return false;
+  }
+  // Without the key the cert cannot be derived again to compare bytes; the
+  // driver's own sealed volume naming this MiniCluster is what it wrote.
+  auto parsed = curve::ParseCert(file->content.reveal());
+  if (!parsed) return false;
+  auto name = parsed->metadata.find("name");
+  return name != parsed->metadata.end() &&
+         name->second == spec.minicluster.QualifiedName();
 }
 
 Publisher::TargetVerdict Publisher::CheckPublished(

@@ -55,6 +55,10 @@ class Publisher {
   TargetVerdict CheckPublished(const std::string& target,
                                const PublishSpec& spec,
                                const MiniClusterCert& cert);
+  // The target is the driver's sealed volume holding a cert of this
+  // MiniCluster and owner: what an earlier publish of it made, checked
+  // without the master key (which may be gone).
+  bool HoldsPublishedVolume(const PublishSpec& spec);
   grpc::Status PublishLocked(const PublishSpec& spec,
                              const MiniClusterCert& cert);
   // The target is missing: make it, then mount.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "controller/copied_job.h"
+#include "controller/events.h"
 #include "controller/status.h"
 #include "test_objects.h"
 
@@ -410,15 +411,34 @@ class RecordingApi : public kube::KubeApi {
   std::string policy_get_body = "{}";
 };
 
+// The Events the reconciler records, with what each is about.
+struct RecordingEvents : EventRecorder {
+  void Record(const json& regarding, const EventSpec& event) override {
+    recorded.push_back({regarding, event});
+  }
+  // Those about an object of `kind`.
+  std::vector<EventSpec> About(const std::string& kind) const {
+    std::vector<EventSpec> about;
+    for (const auto& [regarding, event] : recorded) {
+      if (EventReference(regarding).value("kind", "") == kind) {
+        about.push_back(event);
+      }
+    }
+    return about;
+  }
+  std::vector<std::pair<json, EventSpec>> recorded;
+};
+
 struct Fixture {
   kube::ObjectStore miniclusters, services, network_policies, jobs;
   kube::ObjectStore workloads{
       JobUidsOfWorkload};  // as the controller's Watches
   RecordingApi api;
+  RecordingEvents events;
   Reconciler reconciler;
   explicit Fixture(const DesiredOptions& options = kOptions)
       : reconciler({miniclusters, services, jobs, workloads, network_policies},
-                   api, options) {
+                   api, options, &events) {
     api.miniclusters = &miniclusters;
   }
 };
@@ -736,6 +756,91 @@ TEST(Reconciler, WorkerReconcilesAMiniClusterOfThatNameAsAMiniCluster) {
   EXPECT_EQ(f.api.calls[0].body["kind"], "Service");
   EXPECT_EQ(f.api.calls[0].body["metadata"]["ownerReferences"][0]["kind"],
             "MiniCluster");
+}
+
+// Issue 42, item 7: on a worker, what stalls a copied Job's brokers is said
+// on the Job, once, as a Warning Event (the manager's MiniCluster shows
+// Running meanwhile), not left to a log line.
+Fixture WorkerWithCopiedJob() {
+  DesiredOptions worker = kOptions;
+  worker.multikueue_worker = true;
+  return Fixture(worker);
+}
+
+json CachedCopiedJob() {
+  json job = testing::CopiedJob(MiniClusterObject());
+  TrimJobForCache(job);
+  return job;
+}
+
+// The Warning Events about the Job, each checked to name the fix.
+std::vector<EventSpec> JobWarnings(const Fixture& f) {
+  std::vector<EventSpec> warnings;
+  for (const EventSpec& event : f.events.About("Job")) {
+    EXPECT_EQ(event.type, "Warning");
+    EXPECT_NE(event.note.find("delete or rename"), std::string::npos)
+        << event.note;
+    EXPECT_LE(event.note.size(), kMaxEventNote);
+    warnings.push_back(event);
+  }
+  return warnings;
+}
+
+TEST(Reconciler, WorkerWarnsOnTheJobWhenAServiceOfItsNameIsAnothers) {
+  Fixture f = WorkerWithCopiedJob();
+  f.jobs.Upsert(CachedCopiedJob());
+  // A tenant's Service of that name, unlabelled so not cached: the create
+  // meets it.
+  f.api.service_create_status = 409;
+  f.api.service_get_body =
+      R"({"metadata": {"name": "demo", "namespace": "science"}})";
+  EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
+            RetryReason::kServiceNameTaken);
+  auto warnings = JobWarnings(f);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].reason, "ServiceNameTaken");
+  EXPECT_NE(warnings[0].note.find("Service science/demo"), std::string::npos)
+      << warnings[0].note;
+  EXPECT_NE(warnings[0].note.find("demo-0.demo"), std::string::npos);
+  // Retried: no second Event for the same Job and cause.
+  f.reconciler.Reconcile("science/demo");
+  EXPECT_EQ(JobWarnings(f).size(), 1u);
+}
+
+TEST(Reconciler, WorkerWarnsOnTheJobWhenACachedServiceOfItsNameIsAnothers) {
+  Fixture f = WorkerWithCopiedJob();
+  const json job = CachedCopiedJob();
+  f.jobs.Upsert(job);
+  // Labelled as the controller's, so cached, but the Job does not own it.
+  json service = DesiredForCopiedJob(job, kOptions)->service;
+  service["metadata"]["ownerReferences"][0]["uid"] = "someone-else";
+  f.services.Upsert(service);
+  f.reconciler.Reconcile("science/demo");
+  auto warnings = JobWarnings(f);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].reason, "ServiceNameTaken");
+}
+
+TEST(Reconciler, WorkerWarnsOnTheJobWhenAMiniClusterHasItsName) {
+  Fixture f = WorkerWithCopiedJob();
+  f.miniclusters.Upsert(MiniClusterObject());
+  f.jobs.Upsert(CachedCopiedJob());
+  f.reconciler.Reconcile("science/demo");
+  auto warnings = JobWarnings(f);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].reason, "MiniClusterNameTaken");
+  EXPECT_NE(warnings[0].note.find("MiniCluster science/demo"),
+            std::string::npos)
+      << warnings[0].note;
+  f.reconciler.Reconcile("science/demo");
+  EXPECT_EQ(JobWarnings(f).size(), 1u);
+}
+
+TEST(Reconciler, WorkerRecordsNothingForACopiedJobWithNothingInTheWay) {
+  Fixture f = WorkerWithCopiedJob();
+  f.jobs.Upsert(CachedCopiedJob());
+  f.reconciler.Reconcile("science/demo");
+  EXPECT_TRUE(f.events.recorded.empty());
 }
 
 }  // namespace

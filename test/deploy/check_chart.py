@@ -184,6 +184,24 @@ def namespaces_left(objects):
             or f":{DRIVER_NS}:" in s]
 
 
+def kept_driver_namespace(objects, sets, errors):
+    """`objects` without the one annotation the chart adds to deploy/: the
+    driver's Namespace (the privileged one) holds the master key Secret, so
+    Helm must never delete it (helm.sh/resource-policy: keep; issue 42,
+    item 2). Checked here, then dropped for the comparison."""
+    for o in objects:
+        if o["kind"] != "Namespace" or o["metadata"].get("labels", {}).get(
+                "pod-security.kubernetes.io/enforce") != "privileged":
+            continue
+        notes = o["metadata"].get("annotations", {})
+        if notes.pop("helm.sh/resource-policy", None) != "keep":
+            errors.append(f"[{', '.join(sets) or 'defaults'}] the driver "
+                          "Namespace lacks helm.sh/resource-policy: keep")
+        if not notes:
+            o["metadata"].pop("annotations", None)
+    return objects
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -192,9 +210,11 @@ def main():
 
     def render(*sets):
         args = [a for s in sets for a in ("--set", s)]
-        return m.load_all(run([helm, "template", "flux-curve-csi", chart,
-                               "--include-crds", *args]))
+        return kept_driver_namespace(
+            m.load_all(run([helm, "template", "flux-curve-csi", chart,
+                            "--include-crds", *args])), sets, errors)
 
+    errors = []
     base = m.render(kustomize, deploy)
     role = {r: m.render(kustomize, f"{deploy}/{d}") for r, d in ROLES.items()}
     with tempfile.TemporaryDirectory() as tmp:
@@ -210,8 +230,6 @@ def main():
             cwd=f"{copy_dir}/{ROLES['worker']}")
         worker_without_policies = m.render(kustomize,
                                            f"{copy_dir}/{ROLES['worker']}")
-
-    errors = []
 
     def check(ok, message):
         if not ok:
@@ -300,13 +318,40 @@ def main():
         seen.update(found)
         errors += [f"[{name}] {e}" for e in found]
 
-    # Values that would break the CEL or the paths are refused.
-    for bad in ("namespaces.driver=Bad_NS", "namespaces.controller=a'b",
-                "kubeletDir=relative/kubelet", "multikueue.role=both"):
-        p = subprocess.run([helm, "template", "x", chart, "--set", bad],
+    # Values that would break the CEL, the paths or the YAML are refused
+    # (issue 42, item 8: kubeletDir goes into hostPaths, image.* into the
+    # containers; the controller beside the master key is refused too).
+    for bad in (["namespaces.driver=Bad_NS"], ["namespaces.controller=a'b"],
+                ["kubeletDir=relative/kubelet"], ["multikueue.role=both"],
+                ["kubeletDir=/var/lib/kubelet#x"],
+                ["kubeletDir=/var/lib/kube let"],
+                ["kubeletDir=/var/lib/../../etc"], ["kubeletDir=/var//lib"],
+                ["kubeletDir=/var/lib/kubelet/.."], ["kubeletDir=/"],
+                ["namespaces.controller=flux-curve-csi"],
+                ["namespaces.driver=shared", "namespaces.controller=shared"],
+                ["image.repository=registry.example.com/fcc #x"],
+                ["image.repository=registry.example.com/fcc\nx: y"],
+                ["image.tag=v1 x"], ["image.tag=v1:x"], ["image.tag=v1#x"]):
+        p = subprocess.run([helm, "template", "x", chart,
+                            *[a for s in bad for a in ("--set", s)]],
                            capture_output=True, text=True)
         if p.returncode == 0:
-            errors.append(f"[{bad}] chart renders it; want a values error")
+            errors.append(f"[{', '.join(bad)}] chart renders it; want a "
+                          "values error")
+        elif not any(w in p.stderr for w in ("values", "namespaces.")):
+            errors.append(f"[{', '.join(bad)}] refused without naming the "
+                          f"value: {p.stderr.strip()[:200]}")
+    # ...and ordinary ones still render.
+    for good in (["kubeletDir=/var/snap/microk8s/common/var/lib/kubelet"],
+                 ["kubeletDir=/var/lib/k0s/kubelet/"],
+                 ["image.repository=registry.example.com:5000/team/fcc",
+                  "image.tag=v0.1.0-rc.1_b2"],
+                 ["image.tag=v1@sha256:" + "a" * 64]):
+        p = subprocess.run([helm, "template", "x", chart,
+                            *[a for s in good for a in ("--set", s)]],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            errors.append(f"[{', '.join(good)}] refused: {p.stderr.strip()}")
 
     # The comparison itself catches a changed field.
     broken = copy.deepcopy(base)

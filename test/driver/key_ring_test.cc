@@ -3,13 +3,18 @@
 // the default key's certs unchanged; a missing id refused with the fix.
 #include "driver/key_ring.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "curve/minicluster_cert.h"
 #include "driver/key_cache.h"
@@ -39,6 +44,43 @@ class TempSecretVolume : public testing::SecretVolume {
     char tmpl[] = "/tmp/key-ring-test-XXXXXX";
     return mkdtemp(tmpl);
   }
+};
+
+// No file can be opened while one lives (open(2) fails with EMFILE), as
+// when the driver runs out of descriptors.
+class NoFreeDescriptors {
+ public:
+  NoFreeDescriptors() {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit none = saved_;
+    none.rlim_cur = 0;
+    setrlimit(RLIMIT_NOFILE, &none);
+  }
+  ~NoFreeDescriptors() { setrlimit(RLIMIT_NOFILE, &saved_); }
+  NoFreeDescriptors(const NoFreeDescriptors&) = delete;
+  NoFreeDescriptors& operator=(const NoFreeDescriptors&) = delete;
+
+ private:
+  rlimit saved_{};
+};
+
+// The default logger's lines, while one lives.
+class CapturedLog {
+ public:
+  CapturedLog()
+      : saved_(spdlog::default_logger()),
+        sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink_));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(saved_); }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::shared_ptr<spdlog::logger> saved_;
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
 };
 
 std::shared_ptr<KeyRing> OpenRing(const TempSecretVolume& volume) {
@@ -96,9 +138,9 @@ TEST(KeyRing, BadKeysAreLeftOutAndTheOthersServe) {
   EXPECT_FALSE(ring->Find("fifo"));
 }
 
-TEST(KeyRing, RefusesToOpenWithoutAUsableDefaultKey) {
+TEST(KeyRing, RefusesToOpenWithoutAnyUsableKey) {
   TempSecretVolume volume;
-  volume.Update({{"k2.key", kSecond}});
+  volume.Update({{"notes.txt", kSecond}});
   auto ring =
       KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "master"});
   ASSERT_FALSE(ring);
@@ -114,6 +156,99 @@ TEST(KeyRing, RefusesToOpenWithoutAUsableDefaultKey) {
       {.dir = volume.dir() + "/absent", .file = "", .default_id = "master"}));
   EXPECT_FALSE(
       KeyRing::Open({.dir = volume.dir(), .file = "", .default_id = "Master"}));
+}
+
+// A driver restarted after master.key left the Secret must still serve, or
+// no volume on its node (of any key) can be unpublished.
+TEST(KeyRing, OpensWithoutTheDefaultKeyWhenAnotherKeyLoads) {
+  TempSecretVolume volume;
+  volume.Update({{"k2.key", kSecond}});
+  CapturedLog log;
+  auto ring = OpenRing(volume);
+  ASSERT_TRUE(ring);
+  EXPECT_TRUE(ring->Find("k2"));
+  auto key = ring->Find("");
+  ASSERT_FALSE(key);
+  EXPECT_NE(key.error().find("the default master key \"master\""),
+            std::string::npos)
+      << key.error();
+  EXPECT_NE(log.text().find("volumes without volumeAttributes.key-id cannot "
+                            "be published on this node"),
+            std::string::npos)
+      << log.text();
+}
+
+// EMFILE (or ENOMEM, or a snapshot gone mid-read) is not a verdict on the
+// keys: the ring keeps them, says so, and reads again at the next call.
+TEST(KeyRing, AReloadThatCannotReadKeepsTheKeysAndIsRetried) {
+  TempSecretVolume volume;
+  volume.Update({{"master.key", kMaster}, {"k2.key", kSecond}});
+  auto ring = OpenRing(volume);
+  ASSERT_TRUE(ring);
+  volume.Update(
+      {{"master.key", kMaster}, {"k2.key", kSecond}, {"k3.key", kThird}});
+  CapturedLog log;
+  {
+    NoFreeDescriptors no_fds;
+    ring->Refresh();
+    EXPECT_EQ(ring->Ids(), (std::vector<std::string>{"k2", "master"}));
+  }
+  EXPECT_NE(ring->ReloadError().find("Too many open files"), std::string::npos)
+      << ring->ReloadError();
+  EXPECT_NE(log.text().find("master keys not reloaded"), std::string::npos)
+      << log.text();
+  // Descriptors again: the next call reads the source it failed to read.
+  auto key = ring->Find("k3");
+  EXPECT_TRUE(key) << key.error();
+  EXPECT_TRUE(ring->Find("k2"));
+  EXPECT_EQ(ring->ReloadError(), "");
+}
+
+// kubelet swapping the volume during every read of one reload: the keys
+// kept are those of the last snapshot read, under that snapshot's
+// signature, so the next call still sees the newest one.
+TEST(KeyRing, SwapsDuringEveryReadOfAReloadAreNotMissed) {
+  TempSecretVolume volume;
+  volume.Update({{"master.key", kMaster}});
+  auto ring = OpenRing(volume);
+  ASSERT_TRUE(ring);
+  int swaps = 1;
+  ring->SetAfterReadForTesting([&] {
+    if (swaps > 3) return;
+    volume.Update(
+        {{"master.key", kMaster}, {fmt::format("k{}.key", ++swaps), kSecond}});
+  });
+  volume.Update({{"master.key", kMaster}, {"k1.key", kSecond}});
+  ring->Refresh();  // reads k1, k2, k3 while they become k2, k3, k4
+  EXPECT_EQ(swaps, 4);
+  auto key = ring->Find("k4");
+  EXPECT_TRUE(key) << key.error();
+}
+
+// An id is a name for bytes: new bytes under an old id (even one removed
+// in between) are warned about, and new volumes get the new bytes' certs
+// while the cert of a volume already mounted stays cached for it.
+TEST(KeyCacheRing, AReusedKeyIdServesTheNewBytesAndIsWarnedAbout) {
+  TempSecretVolume volume;
+  volume.Update({{"master.key", kMaster}, {"k2.key", kSecond}});
+  KeyCache cache(OpenRing(volume));
+  const curve::MiniClusterId id{"default", "lammps", "uid-1"};
+  auto cert = [&](const std::string& key) {
+    return std::string(
+        curve::MakeMiniClusterCert(curve::Secret(key), id).text.reveal());
+  };
+  EXPECT_EQ(cache.Acquire("v1", id, "k2").cert->text.reveal(), cert(kSecond));
+  CapturedLog log;
+  volume.Update({{"master.key", kMaster}});
+  EXPECT_THROW(cache.Acquire("v2", id, "k2"), MissingKeyError);
+  volume.Update({{"master.key", kMaster}, {"k2.key", kThird}});
+  EXPECT_EQ(cache.Acquire("v3", id, "k2").cert->text.reveal(), cert(kThird));
+  EXPECT_NE(log.text().find("master key \"k2\" changed its bytes"),
+            std::string::npos)
+      << log.text();
+  // v1 keeps the cert it was published with, cached apart from v3's.
+  EXPECT_EQ(cache.GetStats().miniclusters, 2u);
+  EXPECT_EQ(cache.GetStats().volumes_by_key.at("k2"), 2u);
 }
 
 TEST(KeyRing, SeesKubeletsSwapWithoutBeingAsked) {

@@ -104,6 +104,7 @@ TEST_F(MetricsTest, CountersAndGaugesFollowRealPublishes) {
   EXPECT_EQ(
       Sample(body, "flux_curve_csi_volumes_by_key", {{"key_id", "master"}}), 2);
   EXPECT_EQ(Sample(body, "flux_curve_csi_volumes_key_unknown", {}), 0);
+  EXPECT_EQ(Sample(body, "flux_curve_csi_master_key_reload_failing", {}), 0);
 
   // Counters never go back: a second scrape after more publishes only adds.
   ASSERT_TRUE(

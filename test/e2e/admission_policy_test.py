@@ -29,7 +29,10 @@ ClusterRole) may create under controller.yaml: a Job and Service exactly as
 `minicluster-controller render` prints them for a MiniCluster with its own
 ServiceAccount, Secret volume and Secret variable, and nothing else: not in
 flux-curve-csi or kube-system, not unowned, no other Secret or
-ServiceAccount, no hostPath or privileged container. Every refused request
+ServiceAccount, no hostPath or privileged container, no curve volume of
+another MiniCluster (a view volume, attributes `view` alone, passes), no
+NetworkPolicy that opens the broker port beyond the MiniCluster's pods
+(issue 42, item 1). Every refused request
 is first admitted (server dry run) with the controller policies unbound.
 
 test_multikueue_worker: deploy/multikueue/worker/'s policies (issue 31).
@@ -369,10 +372,30 @@ def test_controller_confined(work):
                        "policyTypes": ["Ingress"],
                        "ingress": [{"from": [{"podSelector": {"matchLabels": {
                            "minicluster.dev/name": "lab"}}}],
-                                    "ports": [{"protocol": "TCP", "port": 8050}]}]}}
+                                    "ports": [{"protocol": "TCP", "port": 8050}]},
+                                   {"ports": [{"protocol": "TCP", "port": 1, "endPort": 8049},
+                                              {"protocol": "TCP", "port": 8051, "endPort": 65535},
+                                              {"protocol": "UDP", "port": 1, "endPort": 65535}]}]}}
 
     def variant(edit, base=job):
         return edited(base, edit)
+
+    def curve_attributes(o):
+        return [v["csi"]["volumeAttributes"] for v in pod_spec(o)["volumes"]
+                if v.get("csi", {}).get("driver") == DRIVER]
+
+    check_eq([a["minicluster"] for a in curve_attributes(job)], ["lab"],
+             "the rendered Job's curve volume")
+    # The read-only view volume MiniCluster pods also get (attributes: view
+    # alone) passes this policy. In place of the cert volume, so that the
+    # one-volume-per-pod policy (volume-count.yaml, which earlier tests
+    # leave applied) does not decide the case.
+    def set_attributes(o, attributes):
+        for a in curve_attributes(o):
+            a.clear()
+            a.update(attributes)
+
+    with_view = variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0"}))
 
     other = kubectl("create", "job", "plain", "-n", ns, f"--image={IMAGE}", "-o", "json",
                     "--dry-run=client").stdout
@@ -429,6 +452,18 @@ def test_controller_confined(work):
          variant(lambda o: pod_spec(o)["containers"][0].update(
              securityContext={"privileged": True})), JOBS, "create"),
         ("a Job not suspended", variant(lambda o: o["spec"].update(suspend=False)), JOBS, "create"),
+        # Issue 42, item 1: a Job the controller would adopt (owned by a
+        # MiniCluster without a Job yet) that mounts another MiniCluster's
+        # key; a view volume that carries more than `view`.
+        ("a Job whose curve volume names another MiniCluster",
+         variant(lambda o: [a.update(minicluster="victim") for a in curve_attributes(o)]),
+         JOBS, "create"),
+        ("a Job with a view volume that names a MiniCluster's key too",
+         variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0",
+                                              "minicluster": "victim"})),
+         JOBS, "create"),
+        ("a Job with a curve volume of no MiniCluster and no view",
+         variant(lambda o: set_attributes(o, {"generation": "x"})), JOBS, "create"),
         ("a Service with a cluster IP",
          variant(lambda o: o["spec"].pop("clusterIP"), base=service), SERVICES, "create"),
         # Owned by kube-system's own MiniCluster lab, as the Job there: only
@@ -441,6 +476,25 @@ def test_controller_confined(work):
          SCOPE, "create"),
         ("a NetworkPolicy selecting every pod",
          variant(lambda o: o["spec"].update(podSelector={}), base=netpol), NETPOLS, "create"),
+        # Issue 42, item 1: the MiniCluster's own NetworkPolicy opening its
+        # broker port to more than its pods.
+        ("a NetworkPolicy admitting every source (ingress: [{}])",
+         variant(lambda o: o["spec"].update(ingress=[{}]), base=netpol), OWNER, "create"),
+        ("a NetworkPolicy opening the broker port to all",
+         variant(lambda o: o["spec"]["ingress"][1]["ports"][0].update(endPort=8050),
+                 base=netpol), OWNER, "create"),
+        ("a NetworkPolicy opening a named port to all",
+         variant(lambda o: o["spec"]["ingress"][1]["ports"].append(
+             {"protocol": "TCP", "port": "flux-broker"}), base=netpol), OWNER, "create"),
+        ("a NetworkPolicy admitting another namespace's pods",
+         variant(lambda o: o["spec"]["ingress"][0]["from"][0].update(
+             namespaceSelector={}), base=netpol), NETPOLS, "create"),
+        ("a NetworkPolicy admitting an IP block",
+         variant(lambda o: o["spec"]["ingress"][0]["from"].append(
+             {"ipBlock": {"cidr": "0.0.0.0/0"}}), base=netpol), NETPOLS, "create"),
+        ("a NetworkPolicy for egress only",
+         variant(lambda o: o["spec"].update(policyTypes=["Egress"], ingress=[]), base=netpol),
+         NETPOLS, "create"),
         ("a Service with externalIPs",
          variant(lambda o: o["spec"].update(externalIPs=["192.0.2.1"]), base=service),
          SERVICES, "create"),
@@ -492,7 +546,10 @@ def test_controller_confined(work):
         check_admitted(create(obj, dry_run=True), f"an admin's {obj['kind']} in a namespace "
                        "without MiniClusters")
 
-    # 3. What the controller really makes is admitted, stored for real.
+    # 3. What the controller really makes is admitted, stored for real
+    # (with the view volume as a dry run: the Job is the same).
+    check_admitted(as_controller(kubeconfig, with_view),
+                   "the controller's Job with a view volume (in place of its cert volume)")
     for obj in (service, netpol, job):
         r = as_controller(kubeconfig, obj, dry_run=False)
         check_admitted(r, f"the controller's rendered {obj['kind']}")
@@ -817,6 +874,23 @@ def test_multikueue_worker(work):
 
     def variant(edit, base=job):
         return edited(base, edit)
+
+    def curve_attributes(o):
+        return [v["csi"]["volumeAttributes"] for v in pod_spec(o)["volumes"]
+                if v.get("csi", {}).get("driver") == DRIVER]
+
+    check_eq([a["minicluster"] for a in curve_attributes(job)], ["lab"],
+             "the rendered Job's curve volume")
+    # The read-only view volume MiniCluster pods also get (attributes: view
+    # alone) passes this policy. In place of the cert volume, so that the
+    # one-volume-per-pod policy (volume-count.yaml, which earlier tests
+    # leave applied) does not decide the case.
+    def set_attributes(o, attributes):
+        for a in curve_attributes(o):
+            a.clear()
+            a.update(attributes)
+
+    with_view = variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0"}))
 
     # A MiniCluster lab in another namespace (a worker's own, say): there
     # the parameter policies find it and leave multikueue-sa's Jobs alone.

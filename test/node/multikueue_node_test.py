@@ -140,7 +140,7 @@ def setup_worker(work, kdir):
     run_kueue(kdir, work, "kueue-worker")
     kubectl("apply", "-f", os.path.join(EXAMPLES, "worker-access.yaml"))
     apply_example("worker.yaml", quota_cpu=WORKER_QUOTA_CPU)
-    r = subprocess.run([os.path.join(REPO, "deploy", "multikueue", "worker-kubeconfig")],
+    r = subprocess.run([os.path.join(REPO, "deploy", "multikueue", "worker-kubeconfig"), "-"],
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, f"worker-kubeconfig: rc {r.returncode}: {r.stderr}")
     path = os.path.join(work, "worker1.kubeconfig")
