@@ -1,9 +1,12 @@
 #include "driver/view_publisher.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
+
+#include "common/unique_fd.h"
 
 namespace fcc::driver {
 namespace {
@@ -46,6 +49,27 @@ std::error_code SealBind(const std::string& target) {
 
 std::error_code BindReadOnly(const std::string& source,
                              const std::string& target) {
+  // A detached clone, sealed before it is attached: flags changed after the
+  // attach stay in this mount namespace, while the bind itself propagates
+  // to kubelet's (the pods directory is shared), which would hold it
+  // writable. Without the new mount API: mount(2), sealed here only.
+  common::UniqueFd tree(
+      open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (!tree && errno != ENOSYS) return Errno();
+  if (tree) {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) ==
+        0) {
+      // Without MOVE_MOUNT_T_SYMLINKS a symlink at `target` is not followed.
+      if (move_mount(tree.get(), "", AT_FDCWD, target.c_str(),
+                     MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+        return Errno();
+      }
+      return {};
+    }
+    if (errno != ENOSYS) return Errno();
+  }
   if (mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     return Errno();
   }
@@ -118,7 +142,12 @@ Status ViewPublisher::Bind(const ViewPublishSpec& spec, const View& view,
                            bool created_dir) {
   const std::string& target = spec.target_path;
   if (auto ec = BindReadOnly(view.path, target)) {
-    if (created_dir) fs_.Remove(target);
+    if (created_dir) {
+      if (auto removed = fs_.Remove(target)) {
+        spdlog::error("volume {}: rollback could not remove {}: {}",
+                      spec.volume_id, target, removed.message());
+      }
+    }
     return Internal(fmt::format("binding view {}", view.name), target, ec);
   }
   spdlog::info("published volume {} at {}: view {} ({}) pod {} ({})",

@@ -45,9 +45,11 @@ class ViewPublisher {
 // NOT_FOUND for a view `catalog` does not serve: what it serves and the fix.
 grpc::Status ViewNotServed(std::string_view view, const ViewCatalog& catalog);
 
-// The kernel side, with mount(2): bind `source` at `target`, then make the
-// bind read-only, nosuid and nodev (a bind takes those only on remount). If
-// the remount fails the bind is undone.
+// The kernel side: a clone of `source` made read-only, nosuid and nodev
+// while detached, then attached at `target` (open_tree, mount_setattr,
+// move_mount; Linux 5.12+), so every mount namespace it propagates to has
+// those flags. Older kernels: mount(2) and a remount, which seals only this
+// namespace's copy; a failed remount undoes the bind.
 std::error_code BindReadOnly(const std::string& source,
                              const std::string& target);
 // Whether the mount at `path` is read-only, nosuid and nodev.

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 constexpr std::string_view kDigestPrefix = "sha256:";
 constexpr size_t kDigestHexDigits = 64;
 constexpr size_t kStoredDigestDigits = 16;
-constexpr size_t kMaxManifestBytes = 64 * 1024;
+constexpr size_t kMaxManifestBytes = size_t{64} * 1024;
 constexpr std::string_view kTmpPrefix = ".tmp-";
 
 bool IsLowerHex(std::string_view s) {
@@ -123,6 +123,7 @@ const View* ViewCatalog::Find(std::string_view name) const {
 std::string ViewCatalog::ServedNames() const {
   if (served_.empty()) return "none";
   std::vector<std::string_view> names;
+  names.reserve(served_.size());
   for (const View& view : served_) names.push_back(view.name);
   return fmt::format("{}", fmt::join(names, ", "));
 }
@@ -144,7 +145,7 @@ std::expected<std::string, std::string> CheckViewManifest(
         "subdomain of at most 63 characters; got {:?}",
         name));
   }
-  const std::string digest = manifest.value("digest", "");
+  std::string digest = manifest.value("digest", "");
   const std::string_view hex = std::string_view(digest).substr(
       std::min(digest.size(), kDigestPrefix.size()));
   if (!digest.starts_with(kDigestPrefix) || hex.size() != kDigestHexDigits ||
