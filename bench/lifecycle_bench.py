@@ -13,7 +13,10 @@ Runs on scripts/controlplane --node with the project installed from deploy/
   create -> every pod Ready (what Kueue's waitForPodsReady sees); then
   `kubectl delete minicluster` -> every pod gone;
 - ephemeral MiniCluster running `flux run -N<size> hostname`: create ->
-  Succeeded, index 0's log checked for every hostname; then delete -> gone.
+  Succeeded, index 0's log checked for every hostname; then delete -> gone;
+- the persistent MiniCluster again with an application image that has no
+  Flux (app-busybox), its brokers run from the driver's Flux view (issue 39):
+  create -> wired and -> Ready, against the Flux-in-image one.
 
 Prints numbers; asserts only that what it measures happened.
 
@@ -32,8 +35,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
-from minicluster_node_test import (all_images, flux_image, index0_logs, minicluster,  # noqa: E402
+from minicluster_node_test import (flux_image, index0_logs, minicluster,  # noqa: E402
                                    pods_of, ready_pods, running_pods, state, wait_gone)
+from view_node_test import all_images, app  # noqa: E402
 from node_lib import install  # noqa: E402
 from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
 
@@ -41,7 +45,8 @@ SIZES = [int(s) for s in os.environ.get("FCC_BENCH_SIZES", "1,3,8").split(",")]
 ROUNDS = int(os.environ.get("FCC_BENCH_ROUNDS", "1"))
 RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}}
 # One size-round, in seconds; also the CSV's columns.
-Row = collections.namedtuple("Row", "size floor wired ready gone_persistent ephemeral_done gone_ephemeral")
+Row = collections.namedtuple("Row", "size floor wired ready gone_persistent ephemeral_done gone_ephemeral "
+                             "wired_view ready_view")
 
 # Waits until every peer's name resolves (not its own: a broker never looks
 # itself up), then prints the time (epoch s).
@@ -123,10 +128,11 @@ def delete_and_time_gone(name, ns):
     return seconds, sorted(exits.values())
 
 
-def persistent_run(ns, size, round_):
-    name = f"lab{size}r{round_}"
+def persistent_run(ns, size, round_, image=None):
+    """With `image`: a MiniCluster of that image, from the driver's view."""
+    name = f"{'view' if image else 'lab'}{size}r{round_}"
     t0 = time.time()
-    apply(minicluster(name, ns, size))
+    apply(minicluster(name, ns, size, image=image))
     wait_for(f"{name}: every pod Ready", lambda: ready_pods(name, ns, size), timeout=300, interval=0.2)
     all_ready = time.time() - t0
     wired = dmesg_run_time(pods_of(name, ns)[0]["metadata"]["name"], ns) - t0
@@ -163,16 +169,20 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
             floor = floor_run(ns, size, round_)
             wired, all_ready, gone_p, exits_p = persistent_run(ns, size, round_)
             done, gone_e, exits_e = ephemeral_run(ns, size, round_)
-            rows.append(Row(size, floor, wired, all_ready, gone_p, done, gone_e))
+            wired_v, ready_v, _, _ = persistent_run(ns, size, round_, app("app-busybox"))
+            rows.append(Row(size, floor, wired, all_ready, gone_p, done, gone_e, wired_v, ready_v))
             log(f"size {size}: floor {floor:.1f}s wired {wired:.1f}s ready {all_ready:.1f}s "
                 f"gone {gone_p:.1f}s (exit codes {exits_p}); ephemeral done {done:.1f}s "
-                f"gone {gone_e:.1f}s (exit codes {exits_e})")
+                f"gone {gone_e:.1f}s (exit codes {exits_e}); view: wired {wired_v:.1f}s "
+                f"ready {ready_v:.1f}s")
     print("\nMiniCluster lifecycle on the real node, seconds (issue 28):")
     print(f"{'size':>4} {'floor':>7} {'wired':>7} {'wired/floor':>11} {'all Ready':>9} "
-          f"{'gone (pers.)':>12} {'ephemeral done':>14} {'gone (eph.)':>11}")
+          f"{'gone (pers.)':>12} {'ephemeral done':>14} {'gone (eph.)':>11} "
+          f"{'view wired':>10} {'view Ready':>10}")
     for r in rows:
         print(f"{r.size:>4} {r.floor:>7.1f} {r.wired:>7.1f} {r.wired / r.floor:>11.2f} {r.ready:>9.1f} "
-              f"{r.gone_persistent:>12.1f} {r.ephemeral_done:>14.1f} {r.gone_ephemeral:>11.1f}")
+              f"{r.gone_persistent:>12.1f} {r.ephemeral_done:>14.1f} {r.gone_ephemeral:>11.1f} "
+              f"{r.wired_view:>10.1f} {r.ready_view:>10.1f}")
     if os.environ.get("FCC_BENCH_CSV"):
         with open(os.environ["FCC_BENCH_CSV"], "w") as f:
             f.write(",".join(Row._fields) + "\n")
@@ -182,9 +192,13 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
     for size in sizes:
         ratios = [r.wired / r.floor for r in rows if r.size == size]
         gone = [max(r.gone_persistent, r.gone_ephemeral) for r in rows if r.size == size]
+        views = [r.wired_view / r.wired for r in rows if r.size == size]
         target = "  (target <= 1.3)" if size == 8 else ""
+        view_target = "  (target <= 1.1)" if size == 8 else ""
         print(f"  size {size}: wired/floor {min(ratios):.2f}-{max(ratios):.2f}{target}; "
-              f"slowest delete -> gone {max(gone):.1f}s (target <= 5)")
+              f"slowest delete -> gone {max(gone):.1f}s (target <= 5); "
+              f"view wired / Flux-in-image wired {min(views):.2f}-{max(views):.2f}{view_target}")
+    print("  bytes written per pod for Flux: 0 with the view (a read-only bind of the node's copy)")
 
 
 if __name__ == "__main__":

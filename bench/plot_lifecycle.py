@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 SERIES = (("floor", "floor: peers' names resolve", "tab:gray"),
           ("wired", "MiniCluster: rank 0 in state run", "tab:blue"),
-          ("ready", "MiniCluster: every pod Ready", "tab:cyan"))
+          ("ready", "MiniCluster: every pod Ready", "tab:cyan"),
+          ("wired_view", "no Flux in the image, the driver's view: rank 0 in run", "tab:orange"))
 
 
 def main(argv):
@@ -30,12 +31,12 @@ def main(argv):
             for what, _, _ in SERIES:
                 data[(what, int(row["size"]))].append(float(row[what]))
     sizes = sorted({size for _, size in data})
-    width = 0.27
+    width = 0.8 / len(SERIES)
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for k, (what, label, colour) in enumerate(SERIES):
         for i, size in enumerate(sizes):
             values = data[(what, size)]
-            x = i + (k - 1) * width
+            x = i + (k - (len(SERIES) - 1) / 2) * width
             ax.bar(x, statistics.median(values), width, color=colour,
                    label=label if i == 0 else None)
             ax.plot([x] * len(values), values, "k.", markersize=4)

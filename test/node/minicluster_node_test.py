@@ -42,9 +42,14 @@ def all_images():
     return images + [flux]
 
 
-def minicluster(name, ns, size, command=None, **spec):
+def minicluster(name, ns, size, command=None, image=None, **spec):
+    """A MiniCluster of `image`; without one, of the Flux test image with
+    spec.flux.fromImage (the image's own Flux, as before views existed)."""
+    if image is None:
+        image = flux_image()
+        spec.setdefault("flux", {"fromImage": True})
     obj = {"apiVersion": API, "kind": "MiniCluster", "metadata": {"name": name, "namespace": ns},
-           "spec": {"size": size, "image": flux_image(), "fluxUser": FLUX_USER,
+           "spec": {"size": size, "image": image, "fluxUser": FLUX_USER,
                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}, **spec}}
     if command:
         obj["spec"]["command"] = command
@@ -350,14 +355,6 @@ def test_recreated_gets_new_key(work):
     check(keys[0] != keys[1], f"a re-created MiniCluster (new uid) gets a new key: {keys}")
 
 
-def test_lifecycle_bench_smoke(work):
-    """bench/lifecycle_bench.py once at size 2, on this test's node: proves
-    the benchmark still measures what it prints (no timing asserted)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-    import lifecycle_bench
-    lifecycle_bench.bench_lifecycle(work, sizes=[2], rounds=1)
-
-
 # ------------------------------------------------------------ key rotation
 
 def write_keys(work, ids):
@@ -544,5 +541,5 @@ if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
           test_failing_command,
           test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key,
-          test_lifecycle_bench_smoke, test_key_rotation],
+          test_key_rotation],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
