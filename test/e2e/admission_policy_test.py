@@ -382,7 +382,8 @@ def test_controller_confined(work):
 
     def curve_attributes(o):
         return [v["csi"]["volumeAttributes"] for v in pod_spec(o)["volumes"]
-                if v.get("csi", {}).get("driver") == DRIVER]
+                if v.get("csi", {}).get("driver") == DRIVER
+                and "minicluster" in v["csi"].get("volumeAttributes", {})]
 
     check_eq([a["minicluster"] for a in curve_attributes(job)], ["lab"],
              "the rendered Job's curve volume")
@@ -877,7 +878,8 @@ def test_multikueue_worker(work):
 
     def curve_attributes(o):
         return [v["csi"]["volumeAttributes"] for v in pod_spec(o)["volumes"]
-                if v.get("csi", {}).get("driver") == DRIVER]
+                if v.get("csi", {}).get("driver") == DRIVER
+                and "minicluster" in v["csi"].get("volumeAttributes", {})]
 
     check_eq([a["minicluster"] for a in curve_attributes(job)], ["lab"],
              "the rendered Job's curve volume")

@@ -87,7 +87,9 @@ def check_job(job, mc, owner_attr):
     check_eq(pod.get("subdomain"), name, "pod subdomain")
     check_eq(pod.get("restartPolicy"), "Never", "pod restartPolicy")
     csi = [v for v in pod.get("volumes", []) if "csi" in v]
-    check_eq(len(csi), 1, "number of CSI volumes")
+    check_eq(len(csi), 2, "number of CSI volumes (the cert and the Flux view)")
+    check_eq(csi[1]["csi"], {"driver": "curve.minicluster.dev", "readOnly": True,
+                             "volumeAttributes": {"view": "flux-core-0.88.0"}}, "view volume")
     check_eq(csi[0]["csi"], {"driver": "curve.minicluster.dev", "readOnly": True,
                              "volumeAttributes": {"minicluster": name,
                                                   "generation": mc["metadata"]["uid"],

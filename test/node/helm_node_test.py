@@ -6,8 +6,9 @@ says, and a MiniCluster of real Flux brokers runs under it.
                     the master key, created after it, and starts by itself),
                     then a size-2 ephemeral MiniCluster: both brokers get
                     the key's cert and index 0 prints both hostnames
-  test_uninstall    `helm uninstall`: the driver, the controller and both
-                    namespaces go; the CRD stays (crds/); nothing is mounted
+  test_uninstall    `helm uninstall`: the driver, the controller and its
+                    namespace go, the driver's namespace and master key stay
+                    (deleted by hand after); the CRD stays (crds/); nothing is mounted
 
 chart_render (test/deploy) holds the chart's objects equal to deploy/'s;
 this shows Helm itself installs and removes them in a working order.
@@ -92,8 +93,17 @@ def test_minicluster(work):
 
 def test_uninstall(work):
     helm("uninstall", RELEASE, "--wait", "--timeout", "3m")
-    wait_for("both namespaces gone", lambda: get("namespace", NAMESPACE) is None
-             and get("namespace", CONTROLLER_NS) is None, timeout=180)
+    # The driver's Namespace is kept (helm.sh/resource-policy: keep), with the
+    # master key Secret, the only copy of the keys; the docs delete it by hand.
+    wait_for("the controller's namespace gone", lambda: get("namespace", CONTROLLER_NS) is None,
+             timeout=180)
+    check(get("namespace", NAMESPACE) is not None, "the driver's Namespace is kept")
+    check(get("secret", "flux-curve-csi-master-key", NAMESPACE) is not None,
+          "the master key Secret is kept")
+    check(get("daemonset", "flux-curve-csi-node", NAMESPACE) is None, "the DaemonSet is gone")
+    kubectl("delete", "namespace", NAMESPACE)
+    wait_for("the driver's namespace gone by hand", lambda: get("namespace", NAMESPACE) is None,
+             timeout=180)
     check(get("csidriver", "curve.minicluster.dev") is None, "the CSIDriver is gone")
     policies = kubectl("get", "validatingadmissionpolicies", "-o", "name").stdout.split()
     check_eq(policies, [], "no admission policy left")
