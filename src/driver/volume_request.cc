@@ -354,7 +354,17 @@ std::optional<std::string> PodUidOfKubeletTarget(std::string_view path,
   return std::move(*uid);
 }
 
-std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+namespace {
+
+// What every publish request carries, whatever its volume: the volume, its
+// target, how it is mounted and kubelet's pod info, checked in one order so
+// both kinds of volume report the same first error.
+struct PublishBasics {
+  UnpublishSpec volume;
+  PodInfo pod;
+};
+
+std::expected<PublishBasics, RequestError> CheckPublishBasics(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {
   auto ids =
@@ -363,17 +373,25 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
   if (auto mode = CheckPublishMode(request, policy); !mode) {
     return std::unexpected(mode.error());
   }
-  auto& [target, target_pod_uid] = *ids;
-  PublishSpec spec;
-  spec.volume_id = std::move(target.volume_id);
-  spec.target_path = std::move(target.target_path);
-  const VolumeContext& ctx = request.volume_context();
-  auto pod = CheckPodInfo(ctx, target_pod_uid);
+  auto pod = CheckPodInfo(request.volume_context(), ids->second);
   if (!pod) return std::unexpected(pod.error());
-  spec.minicluster.namespace_name = std::move(pod->namespace_name);
-  spec.pod_name = std::move(pod->name);
-  spec.pod_uid = std::move(pod->uid);
-  return WithVolumeAttributes(ctx, std::move(spec));
+  return PublishBasics{std::move(ids->first), std::move(*pod)};
+}
+
+}  // namespace
+
+std::expected<PublishSpec, RequestError> ValidatePublishRequest(
+    const csi::v1::NodePublishVolumeRequest& request,
+    const ValidationPolicy& policy) {
+  auto basics = CheckPublishBasics(request, policy);
+  if (!basics) return std::unexpected(basics.error());
+  PublishSpec spec;
+  spec.volume_id = std::move(basics->volume.volume_id);
+  spec.target_path = std::move(basics->volume.target_path);
+  spec.minicluster.namespace_name = std::move(basics->pod.namespace_name);
+  spec.pod_name = std::move(basics->pod.name);
+  spec.pod_uid = std::move(basics->pod.uid);
+  return WithVolumeAttributes(request.volume_context(), std::move(spec));
 }
 
 bool IsViewRequest(const csi::v1::NodePublishVolumeRequest& request) {
@@ -383,23 +401,15 @@ bool IsViewRequest(const csi::v1::NodePublishVolumeRequest& request) {
 std::expected<ViewPublishSpec, RequestError> ValidateViewPublishRequest(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy) {
-  auto ids =
-      CheckVolumeAndTarget(request.volume_id(), request.target_path(), policy);
-  if (!ids) return std::unexpected(ids.error());
-  if (auto mode = CheckPublishMode(request, policy); !mode) {
-    return std::unexpected(mode.error());
-  }
-  auto& [target, target_pod_uid] = *ids;
-  const VolumeContext& ctx = request.volume_context();
-  auto pod = CheckPodInfo(ctx, target_pod_uid);
-  if (!pod) return std::unexpected(pod.error());
-  auto view = CheckViewAttributes(ctx);
+  auto basics = CheckPublishBasics(request, policy);
+  if (!basics) return std::unexpected(basics.error());
+  auto view = CheckViewAttributes(request.volume_context());
   if (!view) return std::unexpected(view.error());
-  return ViewPublishSpec{.volume_id = std::move(target.volume_id),
-                         .target_path = std::move(target.target_path),
+  return ViewPublishSpec{.volume_id = std::move(basics->volume.volume_id),
+                         .target_path = std::move(basics->volume.target_path),
                          .view = std::move(*view),
-                         .pod_name = std::move(pod->name),
-                         .pod_uid = std::move(pod->uid)};
+                         .pod_name = std::move(basics->pod.name),
+                         .pod_uid = std::move(basics->pod.uid)};
 }
 
 std::expected<UnpublishSpec, RequestError> ValidateUnpublishRequest(
