@@ -1,5 +1,8 @@
 #include "controller/desired.h"
 
+#include <cmath>
+#include <regex>
+
 #include "common/names.h"
 #include "common/volume_contract.h"
 #include "kube/object_meta.h"
@@ -272,6 +275,59 @@ json CommonLabels(const MiniCluster& mc) {
               {kNameLabel, mc.name}};
 }
 
+namespace {
+
+// A CPU quantity ("2", "1.5", "250m", 2) in millicores, rounded up.
+std::optional<int64_t> CpuMillis(const json& quantity) {
+  if (quantity.is_number()) {
+    return static_cast<int64_t>(std::ceil(quantity.get<double>() * 1000));
+  }
+  if (!quantity.is_string()) return std::nullopt;
+  static const std::regex kCpu(R"(^([0-9]+)(\.([0-9]{1,3}))?(m?)$)");
+  std::smatch m;
+  const std::string text = quantity.get<std::string>();
+  if (!std::regex_match(text, m, kCpu)) return std::nullopt;
+  if (!m[4].str().empty()) {  // millicores: no fraction
+    if (m[2].matched) return std::nullopt;
+    return std::stoll(m[1].str());
+  }
+  std::string fraction = m[3].str();
+  fraction.resize(3, '0');
+  return std::stoll(m[1].str()) * 1000 + std::stoll(fraction);
+}
+
+}  // namespace
+
+BrokerResources BrokerResourcesOf(const json& resources) {
+  BrokerResources r;
+  const json& limits = kube::FieldAt(resources, "limits");
+  const json& requests = kube::FieldAt(resources, "requests");
+  const json& cpu =
+      limits.contains("cpu") ? limits["cpu"] : kube::FieldAt(requests, "cpu");
+  // Whole cores, rounded up: a request of 1500m is 2 Flux cores (at least
+  // one), as a job's tasks may use 1.5 CPUs of them.
+  if (auto millis = CpuMillis(cpu); millis && *millis > 0) {
+    r.cores = static_cast<int>((*millis + 999) / 1000);
+  }
+  for (const char* gpu : {"nvidia.com/gpu", "amd.com/gpu"}) {
+    const json& count = kube::FieldAt(limits, gpu);
+    if (count.is_number_integer()) r.gpus += count.get<int>();
+    if (count.is_string() &&
+        std::regex_match(count.get<std::string>(), std::regex("^[0-9]+$"))) {
+      r.gpus += std::stoi(count.get<std::string>());
+    }
+  }
+  return r;
+}
+
+namespace {
+
+std::string IdRange(int count) {
+  return count == 1 ? "0" : "0-" + std::to_string(count - 1);
+}
+
+}  // namespace
+
 std::string FluxBrokerConfig(const MiniCluster& mc,
                              const DesiredOptions& opts) {
   const std::string port = std::to_string(mc.spec.broker_port);
@@ -288,8 +344,63 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
   toml += "default_connect = \"tcp://%h." + ServiceName(mc) + "." +
           mc.namespace_name + ".svc." + opts.cluster_domain + ":%p\"\n";
   toml += "hosts = [{ host = \"" + BrokerHostlist(mc) + "\" }]\n";
+  // Each rank's resources from the pod's grant, not the node's hwloc view;
+  // also what lets a rank that left be scheduled again when it rejoins
+  // (flux-core keeps a departed rank down unless resources come from
+  // config). noverify: the ids are counts, not the node's core numbers.
+  const BrokerResources grant = BrokerResourcesOf(mc.spec.resources);
+  if (grant.cores > 0) {
+    toml += "[resource]\nnoverify = true\n";
+    toml += "[[resource.config]]\nhosts = \"" + BrokerHostlist(mc) + "\"\n";
+    toml += "cores = \"" + IdRange(grant.cores) + "\"\n";
+    if (grant.gpus > 0) toml += "gpus = \"" + IdRange(grant.gpus) + "\"\n";
+  }
   return toml;
 }
+
+namespace {
+
+// The broker runs as this shell's child, so the pod's exit code can say
+// what ended it. A broker stopped by SIGTERM (its pod deleted or evicted)
+// exits 0 like one whose instance ended, and a pod that exits 0 completes
+// its index for good. So: a follower exits 0 only when its instance ended
+// (no SIGTERM), else kReplaceBrokerExit; the lead exits with its program's
+// code, or kLeadLostExit when stopped or killed (75 and 137 of its own
+// would read as a follower's). The trap is set before the broker starts
+// (a SIGTERM in between would end the shell with 143); only builtins run
+// between the waits (dash forgets a reaped child once anything forks).
+std::string TrapTerm() {
+  return "pid=\n"
+         "term=0\n"
+         "trap 'term=1; [ -z \"$pid\" ] || kill -TERM \"$pid\" 2>/dev/null "
+         "|| :' TERM\n";
+}
+
+std::string ExitCodeWrapper() {
+  const std::string replace = std::to_string(kReplaceBrokerExit);
+  const std::string lead_lost = std::to_string(kLeadLostExit);
+  return "pid=$!\n"
+         "[ \"$term\" = 0 ] || kill -TERM \"$pid\" 2>/dev/null || :\n"
+         "rc=0\n"
+         "wait \"$pid\" || rc=$?\n"
+         "while kill -0 \"$pid\" 2>/dev/null; do rc=0; wait \"$pid\" || "
+         "rc=$?; done\n"
+         "if [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ]; then\n"
+         "  [ \"$term$rc\" = 00 ] && exit 0\n"
+         "  exit " +
+         replace +
+         "\n"
+         "fi\n"
+         "[ \"$term\" = 1 ] && exit " +
+         lead_lost +
+         "\n"
+         "case $rc in " +
+         replace + "|137) exit " + lead_lost +
+         " ;; esac\n"
+         "exit \"$rc\"\n";
+}
+
+}  // namespace
 
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   const std::string config = opts.config_mount_path + "/broker.toml";
@@ -307,7 +418,8 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   // directory its instance owner does not own), so no mkdir is needed; rank
   // 0's statedir goes in it too (else TMPDIR or /var/tmp, which an image
   // need not have).
-  script += "exec " + FluxCommand(mc, opts) + " start --config-path=" + config +
+  script += TrapTerm();
+  script += FluxCommand(mc, opts) + " start --config-path=" + config +
             " -Srundir=" + FluxRunDir(opts) +
             " -Sstatedir=" + FluxRunDir(opts) + "/state" +
             " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
@@ -315,11 +427,12 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   if (mc.ephemeral()) {
     // Only rank 0 runs the initial program; when it exits the instance
     // shuts down and every follower broker exits 0.
-    script += " -- \"$@\"\n";
+    script += " -- \"$@\" &\n";
   } else {
     // No initial program: the instance stays up until it is shut down.
-    script += " -Sbroker.rc2_none=1\n";
+    script += " -Sbroker.rc2_none=1 &\n";
   }
+  script += ExitCodeWrapper();
   return script;
 }
 
@@ -380,6 +493,37 @@ json DesiredService(const MiniCluster& mc, const DesiredOptions& opts) {
                                         {"protocol", "TCP"}}})}}}};
 }
 
+namespace {
+
+json ExitCodesRule(const char* action, const char* op, json codes) {
+  return json{{"action", action},
+              {"onExitCodes",
+               {{"containerName", kBrokerContainerName},
+                {"operator", op},
+                {"values", std::move(codes)}}}};
+}
+
+// First match wins. A lead lost fails the Job, even evicted: its instance
+// is gone. A disruption (eviction, preemption, node lost) replaces a
+// follower without counting against spec.brokerRestarts; a follower that
+// stopped or was killed (OOM) counts. Any other code is the lead's
+// program failing.
+json BrokerFailurePolicy() {
+  return json{
+      {"rules",
+       json::array(
+           {ExitCodesRule("FailJob", "In", json::array({kLeadLostExit})),
+            json{{"action", "Ignore"},
+                 {"onPodConditions", json::array({{{"type", "DisruptionTarget"},
+                                                   {"status", "True"}}})}},
+            ExitCodesRule("Count", "In",
+                          json::array({kReplaceBrokerExit, 137})),
+            ExitCodesRule("FailJob", "NotIn",
+                          json::array({0, kReplaceBrokerExit, 137}))})}};
+}
+
+}  // namespace
+
 json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
   return json{
       {"apiVersion", "batch/v1"},
@@ -392,9 +536,12 @@ json DesiredJob(const MiniCluster& mc, const DesiredOptions& opts) {
         // Always created suspended: Kueue (queued) or the controller
         // (unqueued) starts it.
         {"suspend", true},
-        // A broker that fails cannot rejoin a running instance, so one
-        // failure fails the Job instead of retrying a lone pod forever.
-        {"backoffLimit", 0},
+        // A lost follower is replaced under its own index and hostname and
+        // rejoins the running instance (flux-core takes a restarted
+        // follower back); an index lost more often fails the Job.
+        {"backoffLimitPerIndex", mc.spec.broker_restarts},
+        {"maxFailedIndexes", 0},
+        {"podFailurePolicy", BrokerFailurePolicy()},
         // The instance is done when rank 0 (index 0) succeeds; the Job
         // completes and frees its quota even if followers linger.
         {"successPolicy",

@@ -19,6 +19,11 @@ inline constexpr char kDefaultFluxView[] = "flux-core-0.88.0";
 // Inside a view: the shell the start script runs with (the view's own, so
 // the image needs none).
 inline constexpr char kViewShell[] = "/opt/flux/libexec/flux-view/sh";
+// A broker container's exit codes beyond its program's own (the Job's
+// podFailurePolicy acts on them): a follower that stopped while its
+// instance goes on (replace it), and a lead broker lost (fail the Job).
+inline constexpr int kReplaceBrokerExit = 75;  // EX_TEMPFAIL
+inline constexpr int kLeadLostExit = 76;
 
 // Settings of the whole controller (flags), not of one MiniCluster.
 struct DesiredOptions {
@@ -85,6 +90,15 @@ std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);
 // The same for every index; Flux picks the rank from the hostname.
 // spec.command arrives as "$@", never through the shell parser.
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
+
+// A broker's share as Flux sees it: whole cores from the container's CPU
+// limit, else its request (rounded up), and GPUs from the extended
+// resources that name them. cores 0: no CPU given, hwloc's view stays.
+struct BrokerResources {
+  int cores = 0;
+  int gpus = 0;
+};
+BrokerResources BrokerResourcesOf(const nlohmann::json& resources);
 
 // The headless Service (full server-side-apply body; the controller owns
 // all of it).

@@ -131,11 +131,45 @@ std::vector<EventSpec> EventsFor(const Phase& before, const Phase& after,
 
 }  // namespace
 
+// The Degraded condition (status.h): true while a broker is lost.
+const json* DegradedOf(const json& status) {
+  const json& conditions = kube::FieldAt(status, "conditions");
+  if (!conditions.is_array()) return nullptr;
+  for (const json& c : conditions) {
+    if (kube::StringAt(c, "type") == "Degraded") return &c;
+  }
+  return nullptr;
+}
+
+bool IsDegraded(const json& status) {
+  const json* c = DegradedOf(status);
+  return c != nullptr && kube::StringAt(*c, "status") == "True";
+}
+
+// A broker lost while Running, and all of them back.
+std::optional<EventSpec> BrokerEvent(const json& before, const json& after) {
+  const bool was = IsDegraded(before), is = IsDegraded(after);
+  if (!was && is) {
+    return EventSpec{"Warning", "BrokerLost", "WaitForRejoin",
+                     kube::StringAt(*DegradedOf(after), "message")};
+  }
+  if (was && !is && kube::StringAt(after, "state") == "Running") {
+    return EventSpec{"Normal", "BrokersRejoined", "Reconcile",
+                     "all " + kube::FieldAt(after, "brokersReady").dump() +
+                         " brokers ready again"};
+  }
+  return std::nullopt;
+}
+
 std::vector<EventSpec> StatusEvents(const json& before, const json& after,
                                     bool queued) {
   const Phase b = PhaseOf(before);
   const Phase a = PhaseOf(after);
   if (a.state.empty()) return {};
+  if (auto broker = BrokerEvent(before, after); broker) {
+    broker->note = Truncate(std::move(broker->note));
+    return {*broker};
+  }
   // Within one state only a new refusal is news (reasons such as
   // SuccessCriteriaMet -> Complete, or Kueue's Pending -> Admitted while
   // still suspended, are steps of the same state).
@@ -151,10 +185,15 @@ json EventRelevantStatus(const json& status) {
   const Phase p = PhaseOf(status);
   if (p.state.empty()) return json::object();
   json kept = {{"state", p.state}};
+  if (const json* degraded = DegradedOf(status); degraded != nullptr) {
+    kept["conditions"] = {{{"type", "Degraded"},
+                           {"status", kube::StringAt(*degraded, "status")}}};
+  }
   if (p.reason.empty() && p.message.empty()) return kept;
-  kept["conditions"] = {{{"type", p.state == "Pending" ? "Queued" : p.state},
-                         {"reason", p.reason},
-                         {"message", p.message}}};
+  kept["conditions"].push_back(
+      {{"type", p.state == "Pending" ? "Queued" : p.state},
+       {"reason", p.reason},
+       {"message", p.message}});
   return kept;
 }
 

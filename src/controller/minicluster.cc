@@ -185,6 +185,12 @@ void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
     errors.push_back("spec.brokerPort: must be between 1 and 65535, got " +
                      std::to_string(s.broker_port));
   }
+  ReadInt(spec, "brokerRestarts", &s.broker_restarts, &errors);
+  if (s.broker_restarts < 0 || s.broker_restarts > kMaxBrokerRestarts) {
+    errors.push_back("spec.brokerRestarts: must be between 0 and " +
+                     std::to_string(kMaxBrokerRestarts) + ", got " +
+                     std::to_string(s.broker_restarts));
+  }
   if (auto suspend = spec.find("suspend");
       suspend != spec.end() && !suspend->is_null()) {
     if (!suspend->is_boolean()) {
@@ -608,9 +614,10 @@ const KnownFields& MiniClusterFields() {
   static const KnownFields kFields{
       .top = {"apiVersion", "kind", "metadata", "spec", "status"},
       .spec = {"size", "image", "command", "resources", "env", "fluxUser",
-               "flux", "brokerPort", "suspend", "connectTimeout", "podLabels",
-               "podAnnotations", "nodeSelector", "tolerations", "affinity",
-               "serviceAccountName", "volumes", "volumeMounts"},
+               "flux", "brokerPort", "brokerRestarts", "suspend",
+               "connectTimeout", "podLabels", "podAnnotations", "nodeSelector",
+               "tolerations", "affinity", "serviceAccountName", "volumes",
+               "volumeMounts"},
       .flux_user = {"uid", "gid"},
       .flux = {"view", "fromImage"},
       .resources = {"limits", "requests"},

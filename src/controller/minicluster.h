@@ -52,6 +52,11 @@ inline constexpr char kRunMountPath[] = "/run";
 
 inline constexpr int kDefaultBrokerPort = 8050;
 inline constexpr char kDefaultConnectTimeout[] = "5s";
+// Per index, how often a lost broker is replaced (spec.brokerRestarts; the
+// Job's backoffLimitPerIndex). Disruptions (eviction, preemption, a node
+// lost) do not count.
+inline constexpr int32_t kDefaultBrokerRestarts = 3;
+inline constexpr int32_t kMaxBrokerRestarts = 100;
 
 // The uid (and optionally gid) the Flux broker runs as; it also owns the
 // curve.cert on the CSI volume, because Flux refuses a cert it cannot read
@@ -102,6 +107,7 @@ struct MiniClusterSpec {
   FluxUser flux_user;
   FluxSource flux;
   int32_t broker_port = kDefaultBrokerPort;
+  int32_t broker_restarts = kDefaultBrokerRestarts;
   bool suspend = false;
   std::string connect_timeout = kDefaultConnectTimeout;
   PodFields pod;

@@ -146,6 +146,57 @@ json Conditions(const MiniCluster& mc, const Verdict& verdict,
   return conditions;
 }
 
+// A status condition of `status` (a MiniCluster's status object).
+bool StatusConditionTrue(const json& status, const std::string& type) {
+  const json& conditions = kube::FieldAt(status, "conditions");
+  if (!conditions.is_array()) return false;
+  for (const auto& c : conditions) {
+    if (kube::StringAt(c, "type") == type)
+      return kube::StringAt(c, "status") == "True";
+  }
+  return false;
+}
+
+// Degraded: Running with fewer brokers ready than spec.size after every
+// broker was up once (not while the instance wires up); True until all are
+// ready again, as a replaced broker rejoins.
+json DegradedCondition(const MiniCluster& mc, const Verdict& verdict, int ready,
+                       const std::string& now) {
+  const json& previous = mc.status;
+  const bool was_whole = previous.is_object() &&
+                         previous.value("brokersReady", -1) == mc.spec.size;
+  const bool degraded =
+      verdict.state == State::kRunning && ready < mc.spec.size &&
+      (was_whole || StatusConditionTrue(previous, "Degraded"));
+  const std::string of_size =
+      std::to_string(ready) + " of " + std::to_string(mc.spec.size);
+  json c{
+      {"type", "Degraded"},
+      {"status", degraded ? "True" : "False"},
+      {"observedGeneration", mc.generation},
+      {"reason", degraded                           ? "BrokerLost"
+                 : verdict.state == State::kRunning ? "Brokers"
+                                                    : StateName(verdict.state)},
+      {"message",
+       degraded ? of_size + " brokers ready: a lost broker pod is replaced "
+                            "under its index and rejoins the instance"
+       : verdict.state == State::kRunning
+           ? of_size + " brokers ready"
+           : "the MiniCluster is " + StateName(verdict.state)},
+      {"lastTransitionTime", now}};
+  const json& conditions = kube::FieldAt(previous, "conditions");
+  if (conditions.is_array()) {
+    for (const auto& p : conditions) {
+      if (kube::StringAt(p, "type") == "Degraded" &&
+          kube::StringAt(p, "status") == c["status"].get<std::string>() &&
+          p.contains("lastTransitionTime")) {
+        c["lastTransitionTime"] = p["lastTransitionTime"];
+      }
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string StateName(State state) {
@@ -270,6 +321,15 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
               {"state", StateName(verdict.state)},
               {"jobName", JobName(mc)},
               {"conditions", Conditions(mc, verdict, now)}};
+  int ready = 0;
+  if (job != nullptr && verdict.state == State::kRunning) {
+    const json& count = kube::FieldAt(kube::FieldAt(*job, "status"), "ready");
+    ready = count.is_number_integer() ? count.get<int>() : 0;
+    status["brokersReady"] = ready;
+    status["brokers"] =
+        std::to_string(ready) + "/" + std::to_string(mc.spec.size);
+  }
+  status["conditions"].push_back(DegradedCondition(mc, verdict, ready, now));
   if (job != nullptr) {
     // Pinned at the Job's create: what operators check before retiring a key.
     if (std::string key_id = KeyIdOfJob(*job); !key_id.empty()) {
@@ -292,9 +352,11 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
 json InvalidSpecStatus(const MiniCluster& mc, const std::string& errors,
                        const std::string& now) {
   Verdict verdict{State::kFailed, "InvalidSpec", errors};
+  json conditions = Conditions(mc, verdict, now);
+  conditions.push_back(DegradedCondition(mc, verdict, 0, now));
   return json{{"observedGeneration", mc.generation},
               {"state", StateName(State::kFailed)},
-              {"conditions", Conditions(mc, verdict, now)}};
+              {"conditions", std::move(conditions)}};
 }
 
 }  // namespace fcc::controller

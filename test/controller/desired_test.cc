@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -41,6 +42,29 @@ TEST(DesiredJob, IsSuspendedIndexedAndCompletesOnIndexZero) {
   EXPECT_EQ(PodSpec(job)["restartPolicy"], "Never");
   EXPECT_EQ(PodSpec(job)["subdomain"], "demo");
   EXPECT_EQ(PodSpec(job)["terminationGracePeriodSeconds"], 2);
+}
+
+// A lost follower is replaced (up to spec.brokerRestarts counted losses;
+// disruptions do not count); a lost lead or a failed program fails the Job.
+TEST(DesiredJob, ReplacesLostFollowersAndFailsOnALostLead) {
+  json object = MiniClusterObject();
+  const json spec = DesiredJob(Parse(object), DesiredOptions{})["spec"];
+  EXPECT_FALSE(spec.contains("backoffLimit"));
+  EXPECT_EQ(spec["backoffLimitPerIndex"], kDefaultBrokerRestarts);
+  EXPECT_EQ(spec["maxFailedIndexes"], 0);
+  EXPECT_EQ(spec["podFailurePolicy"], json::parse(R"({"rules": [
+    {"action": "FailJob", "onExitCodes": {"containerName": "flux-broker",
+     "operator": "In", "values": [76]}},
+    {"action": "Ignore", "onPodConditions": [
+     {"type": "DisruptionTarget", "status": "True"}]},
+    {"action": "Count", "onExitCodes": {"containerName": "flux-broker",
+     "operator": "In", "values": [75, 137]}},
+    {"action": "FailJob", "onExitCodes": {"containerName": "flux-broker",
+     "operator": "NotIn", "values": [0, 75, 137]}}]})"));
+  object["spec"]["brokerRestarts"] = 0;
+  EXPECT_EQ(DesiredJob(Parse(object),
+                       DesiredOptions{})["spec"]["backoffLimitPerIndex"],
+            0);
 }
 
 TEST(DesiredJob, OwnedByTheMiniCluster) {
@@ -133,11 +157,11 @@ TEST(DesiredJob, EphemeralPassesCommandAsArgsToFluxStart) {
   EXPECT_EQ(Broker(job)["args"],
             json::array({"flux", "run", "-N4", "hostname"}));
   const std::string script = Script(job);
-  EXPECT_NE(script.find("exec /usr/local/bin/flux start "
+  EXPECT_NE(script.find("\n/usr/local/bin/flux start "
                         "--config-path=/etc/flux/minicluster/broker.toml "
                         "-Srundir=/run/flux -Sstatedir=/run/flux/state "
                         "-Stbon.connect_timeout=5s "
-                        "-Slocal-uri=local:///run/flux/local -- \"$@\"\n"),
+                        "-Slocal-uri=local:///run/flux/local -- \"$@\" &\n"),
             std::string::npos)
       << script;
   EXPECT_EQ(script.find("rc2_none"), std::string::npos);
@@ -153,7 +177,7 @@ TEST(DesiredJob, FluxFromImageRunsTheImagesShellAndFlux) {
   const json job = DesiredJob(Parse(object), DesiredOptions{});
   EXPECT_EQ(Broker(job)["command"][0], "/bin/sh");
   EXPECT_NE(
-      Script(job).find("\nexec flux start "
+      Script(job).find("\nflux start "
                        "--config-path=/etc/flux/minicluster/broker.toml "),
       std::string::npos)
       << Script(job);
@@ -217,7 +241,8 @@ TEST(DesiredJob, PersistentRunsNoInitialProgram) {
   const json job = DesiredJob(Parse(object), DesiredOptions{});
   EXPECT_FALSE(Broker(job).contains("args"));
   const std::string script = Script(job);
-  EXPECT_NE(script.find("-Sbroker.rc2_none=1\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("-Sbroker.rc2_none=1 &\n"), std::string::npos)
+      << script;
   EXPECT_EQ(script.find("\"$@\""), std::string::npos);
 }
 
@@ -439,54 +464,152 @@ TEST(DesiredOptions, ClusterDomainMustBeADnsSubdomain) {
   }
 }
 
+// Cores from the CPU limit, else the request, rounded up to whole cores;
+// GPUs from the extended resources that name them.
+TEST(BrokerResourcesOf, WholeCoresFromTheLimitElseTheRequestAndGpus) {
+  auto cores = [](const json& resources) {
+    return BrokerResourcesOf(resources).cores;
+  };
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "2"}})")), 2);
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": 3}})")), 3);
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "1500m"}})")), 2);
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "0.1"}})")), 1);
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "100m"}})")), 1);
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "2"},
+                                  "limits": {"cpu": "4"}})")),
+            4);
+  EXPECT_EQ(cores(json::parse(R"({"limits": {"memory": "1Gi"}})")), 0);
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "1.5m"}})")), 0);
+  EXPECT_EQ(cores(json::object()), 0);
+  EXPECT_EQ(cores(json()), 0);
+  const BrokerResources gpus = BrokerResourcesOf(json::parse(
+      R"({"limits": {"cpu": "8", "nvidia.com/gpu": 2, "amd.com/gpu": "1"}})"));
+  EXPECT_EQ(gpus.cores, 8);
+  EXPECT_EQ(gpus.gpus, 3);
+}
+
+TEST(FluxBrokerConfig, DeclaresEachRanksGrant) {
+  json object = MiniClusterObject();
+  object["spec"]["resources"] =
+      json::parse(R"({"limits": {"cpu": "4", "nvidia.com/gpu": 1}})");
+  const std::string toml = FluxBrokerConfig(Parse(object), DesiredOptions{});
+  EXPECT_NE(
+      toml.find("[resource]\nnoverify = true\n[[resource.config]]\n"
+                "hosts = \"demo-[0-3]\"\ncores = \"0-3\"\ngpus = \"0\"\n"),
+      std::string::npos)
+      << toml;
+  object["spec"].erase("resources");
+  EXPECT_EQ(
+      FluxBrokerConfig(Parse(object), DesiredOptions{}).find("[resource]"),
+      std::string::npos);
+}
+
 TEST(FluxBrokerConfig, SingleBrokerHostlist) {
   json object = MiniClusterObject();
   object["spec"]["size"] = 1;
   EXPECT_EQ(BrokerHostlist(Parse(object)), "demo-0");
 }
 
-// The script as a POSIX shell (dash, as in the view) runs it: it writes
-// exactly FluxBrokerConfig with builtins only, then execs flux with the
-// MiniCluster's command as "$@" (a stand-in flux on PATH records both).
-TEST(StartScript, WritesTheConfigWithBuiltinsAndExecsFlux) {
-  const std::string dir = ::testing::TempDir() + "start_script_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir + "/bin");
-  {
-    std::ofstream flux(dir + "/bin/flux");
-    flux << "#!/bin/sh\nprintf '%s\\n' \"$@\" > " << dir << "/args\n";
+// Runs a start script with /bin/sh (dash, as in the view) the way the pod
+// does, with a stand-in flux on PATH: it records its arguments, then runs
+// `flux_body` (e.g. "exit 3"). `term`: SIGTERM the shell once flux runs.
+class StartScriptRun {
+ public:
+  StartScriptRun() : dir_(::testing::TempDir() + "start_script_test") {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ + "/bin");
   }
-  std::filesystem::permissions(dir + "/bin/flux",
-                               std::filesystem::perms::owner_all);
+  ~StartScriptRun() { std::filesystem::remove_all(dir_); }
+  StartScriptRun(const StartScriptRun&) = delete;
+  StartScriptRun& operator=(const StartScriptRun&) = delete;
+
+  const std::string& dir() const { return dir_; }
+
+  // The shell's exit code.
+  int Run(const std::string& script, int index, const std::string& flux_body,
+          bool term = false) {
+    std::filesystem::remove(dir_ + "/args");
+    {
+      std::ofstream flux(dir_ + "/bin/flux");
+      flux << "#!/bin/sh\nprintf '%s\\n' \"$@\" > " << dir_ << "/args.tmp\n"
+           << "mv " << dir_ << "/args.tmp " << dir_ << "/args\n"
+           << flux_body << "\n";
+    }
+    std::filesystem::permissions(dir_ + "/bin/flux",
+                                 std::filesystem::perms::owner_all);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::string path = "PATH=" + dir_ + "/bin:/usr/bin:/bin";
+      std::string job_index = "JOB_COMPLETION_INDEX=" + std::to_string(index);
+      char* env[] = {path.data(), job_index.data(), nullptr};
+      execle("/bin/sh", "sh", "-c", script.c_str(), "flux-broker", "it's",
+             "$HOME", nullptr, env);
+      _exit(127);
+    }
+    if (term) {
+      while (!std::filesystem::exists(dir_ + "/args")) usleep(1000);
+      kill(pid, SIGTERM);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  std::string Read(const std::string& name) const {
+    std::ifstream in(dir_ + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+ private:
+  std::string dir_;
+};
+
+MiniCluster EphemeralFromImage() {
   json object = MiniClusterObject();
   object["spec"]["flux"] = {{"fromImage", true}};
-  const MiniCluster mc = Parse(object);
+  return Parse(object);
+}
+
+// It writes exactly FluxBrokerConfig with builtins only, then runs flux
+// with the MiniCluster's command as "$@".
+TEST(StartScript, WritesTheConfigWithBuiltinsAndRunsFlux) {
+  StartScriptRun run;
+  const MiniCluster mc = EphemeralFromImage();
   DesiredOptions opts;
-  opts.config_mount_path = dir;
+  opts.config_mount_path = run.dir();
   const std::string script = StartScript(mc, opts);
   EXPECT_EQ(script.find("set -eu\n"), script.find('\n') + 1);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::string path = "PATH=" + dir + "/bin";
-    char* env[] = {path.data(), nullptr};
-    execle("/bin/sh", "sh", "-c", script.c_str(), "flux-broker", "it's",
-           "$HOME", nullptr, env);
-    _exit(127);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  std::ifstream toml(dir + "/broker.toml");
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(toml), {}),
-            FluxBrokerConfig(mc, opts));
-  std::ifstream args(dir + "/args");
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(args), {}),
-            "start\n--config-path=" + dir +
+  EXPECT_EQ(run.Run(script, 0, "exit 0"), 0);
+  EXPECT_EQ(run.Read("broker.toml"), FluxBrokerConfig(mc, opts));
+  EXPECT_EQ(run.Read("args"),
+            "start\n--config-path=" + run.dir() +
                 "/broker.toml\n-Srundir=/run/flux\n-Sstatedir=/run/flux/state\n"
                 "-Stbon.connect_timeout=5s\n"
                 "-Slocal-uri=local:///run/flux/local\n--\nit's\n$HOME\n");
-  std::filesystem::remove_all(dir);
+}
+
+// The pod's exit code says what ended its broker (the Job's
+// podFailurePolicy acts on it): a follower's 0 only when its instance
+// ended, the lead's program's own code, and neither confusable.
+TEST(StartScript, ExitCodesSayWhatEndedTheBroker) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  const std::string script = StartScript(EphemeralFromImage(), opts);
+  const std::string stops_on_term =
+      "trap 'exit 0' TERM; while :; do sleep 0.05; done";
+  EXPECT_EQ(run.Run(script, 2, "exit 0"), 0) << "instance ended";
+  EXPECT_EQ(run.Run(script, 2, "exit 1"), kReplaceBrokerExit) << "lost parent";
+  EXPECT_EQ(run.Run(script, 2, "kill -9 $$"), kReplaceBrokerExit) << "killed";
+  EXPECT_EQ(run.Run(script, 2, stops_on_term, true), kReplaceBrokerExit)
+      << "pod deleted: flux exits 0 on SIGTERM";
+  EXPECT_EQ(run.Run(script, 0, "exit 0"), 0) << "program succeeded";
+  EXPECT_EQ(run.Run(script, 0, "exit 3"), 3) << "program failed";
+  EXPECT_EQ(run.Run(script, 0, "exit 75"), kLeadLostExit)
+      << "a lead's 75 would read as a follower's";
+  EXPECT_EQ(run.Run(script, 0, "kill -9 $$"), kLeadLostExit) << "killed";
+  EXPECT_EQ(run.Run(script, 0, stops_on_term, true), kLeadLostExit)
+      << "pod deleted";
 }
 
 TEST(JobApplyBody, CarriesNoFieldKueueOwns) {

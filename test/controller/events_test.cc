@@ -104,6 +104,36 @@ TEST(StatusEvents, QueuedThenAdmittedByKueue) {
           .empty());
 }
 
+json Degraded(json status, bool degraded, int ready) {
+  status["brokersReady"] = ready;
+  status["conditions"].push_back(
+      {{"type", "Degraded"},
+       {"status", degraded ? "True" : "False"},
+       {"reason", degraded ? "BrokerLost" : "Brokers"},
+       {"message", std::to_string(ready) + " of 4 brokers ready"}});
+  return status;
+}
+
+// One Warning when a broker is lost, one Normal when all are back; a
+// MiniCluster that fails while degraded says Failed, not rejoined.
+TEST(StatusEvents, BrokerLostAndRejoined) {
+  const json whole = Degraded(Status("Running", "JobRunning"), false, 4);
+  const json lost = Degraded(Status("Running", "JobRunning"), true, 3);
+  const auto events = StatusEvents(whole, lost, false);
+  EXPECT_EQ(Reasons(events), Strings{"BrokerLost"});
+  EXPECT_EQ(events[0].type, "Warning");
+  EXPECT_EQ(events[0].note, "3 of 4 brokers ready");
+  EXPECT_EQ(Reasons(StatusEvents(lost, lost, false)), Strings{});
+  EXPECT_EQ(Reasons(StatusEvents(lost, whole, false)),
+            Strings{"BrokersRejoined"});
+  EXPECT_EQ(Reasons(StatusEvents(
+                lost, Degraded(Status("Failed", "PodFailurePolicy"), false, 0),
+                false)),
+            Strings{"Failed"});
+  EXPECT_EQ(Reasons(StatusEvents(EventRelevantStatus(whole), lost, false)),
+            Strings{"BrokerLost"});
+}
+
 TEST(StatusEvents, UnqueuedJobStarted) {
   EXPECT_EQ(Reasons(StatusEvents(Status("Queued", "Starting"),
                                  Status("Running", "JobRunning"), false)),

@@ -46,10 +46,12 @@ const json& Find(const json& status, const std::string& type) {
   return none;
 }
 
+// The four state conditions, one True; Degraded is apart (False here).
 void ExpectOnlyTrue(const json& status, const std::string& type) {
-  ASSERT_EQ(status["conditions"].size(), 4u);
+  ASSERT_EQ(status["conditions"].size(), 5u);
   for (const auto& c : status["conditions"]) {
-    EXPECT_EQ(c["status"], c["type"] == type ? "True" : "False") << c.dump();
+    const bool is_true = c["type"] == type;
+    EXPECT_EQ(c["status"], is_true ? "True" : "False") << c.dump();
     EXPECT_EQ(c["observedGeneration"], 3);
     EXPECT_EQ(c["lastTransitionTime"], kNow);
   }
@@ -277,6 +279,41 @@ TEST(Status, InvalidSpecIsFailed) {
   const json status = InvalidSpecStatus(Mc(), "spec.size: must be ...", kNow);
   ExpectOnlyTrue(status, "Failed");
   EXPECT_EQ(Find(status, "Failed")["reason"], "InvalidSpec");
+}
+
+// Degraded: a broker lost after all were up (not while wiring up), until
+// every broker is ready again.
+TEST(Status, DegradedWhileABrokerIsLostAfterAllWereUp) {
+  MiniCluster mc = Mc();
+  json job = Job(false);
+  job["status"]["ready"] = 3;
+  json status = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(status["brokersReady"], 3);
+  EXPECT_EQ(status["brokers"], "3/4");
+  EXPECT_EQ(Find(status, "Degraded")["status"], "False") << "wiring up";
+
+  job["status"]["ready"] = 4;
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(Find(mc.status, "Degraded")["status"], "False");
+  job["status"]["ready"] = 3;
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(Find(mc.status, "Degraded")["status"], "True");
+  EXPECT_EQ(Find(mc.status, "Degraded")["reason"], "BrokerLost");
+  EXPECT_EQ(mc.status["state"], "Running");
+  job["status"]["ready"] = 2;  // the replacement pod starts, not ready
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(Find(mc.status, "Degraded")["status"], "True");
+  job["status"]["ready"] = 4;  // rejoined
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(Find(mc.status, "Degraded")["status"], "False");
+  EXPECT_EQ(Find(mc.status, "Degraded")["message"], "4 of 4 brokers ready");
+
+  job["status"]["ready"] = 3;
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  const json suspended = Job(true);  // Kueue preempted it: not a lost broker
+  EXPECT_EQ(
+      Find(ComputeStatus(mc, &suspended, nullptr, kNow), "Degraded")["status"],
+      "False");
 }
 
 TEST(FindWorkloadForJob, MatchesOwnerUidOrJobUidLabel) {

@@ -23,8 +23,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from node_lib import (CONTROLLER_NS, NAMESPACE, archive_name, cert_path_on_node,  # noqa: E402
-                      driver_binary, driver_pod, image_archive, install, mounts_of,
-                      node_images)
+                      driver_binary, driver_pod, events_of, image_archive, install,
+                      mounts_of, node_images)
 from e2e_lib import (API, apply, check, check_eq, create_namespace, get, items,  # noqa: E402
                      kubectl, log, main, wait_for)
 
@@ -537,9 +537,76 @@ def test_key_rotation(work):
     wait_gone("rot-b", ns, [p["metadata"]["uid"] for p in second])
 
 
+def degraded(name, ns):
+    mc = get("minicluster", name, ns) or {}
+    return next((c["status"] for c in mc.get("status", {}).get("conditions", [])
+                 if c["type"] == "Degraded"), None)
+
+
+def minicluster_events(name, ns, reason):
+    return [e for e in events_of(name, ns) if e.get("reason") == reason]
+
+
+def overlay_full(ns, lead):
+    """`flux overlay status` from rank 0 says every rank is online."""
+    r = kubectl("exec", "-n", ns, lead, "--", "flux", "overlay", "status", "--summary",
+                check_rc=False, timeout=60)
+    return r.stdout if r.returncode == 0 and "full" in r.stdout else None
+
+
+def test_follower_lost(work):
+    """Persistent size 3: index 2's pod deleted (its broker exits 0 on
+    SIGTERM; the pod must say 75, replace me), then the broker inside index
+    1's container killed with SIGKILL (as the OOM killer would): each time a
+    new broker of that index rejoins the instance (overlay full, `flux run
+    -N3` on all three), the MiniCluster is Degraded in the gap and Running
+    throughout, with one BrokerLost and one BrokersRejoined Event."""
+    ns, name = "mc-loss", "loss"
+    create_namespace(ns)
+    apply(minicluster(name, ns, 3))
+    pods = wait_for("three brokers Running and Ready", lambda: ready_pods(name, ns, 3), timeout=240)
+    lead = pods[0]["metadata"]["name"]
+    wait_for("status 3/3", lambda: (get("minicluster", name, ns) or {}).get("status", {}).get(
+        "brokers") == "3/3", timeout=60)
+    for round_, (index, how) in enumerate(((2, "delete"), (1, "kill -9"))):
+        victim = pods[index]
+        t0 = time.monotonic()
+        if how == "delete":
+            kubectl("delete", "pod", "-n", ns, victim["metadata"]["name"], "--wait=false")
+        else:
+            kubectl("exec", "-n", ns, victim["metadata"]["name"], "--", "sh", "-c",
+                    # [r]: the pattern must not match this shell's own line.
+                    "for d in /proc/[0-9]*; do case $(tr '\\0' ' ' <$d/cmdline) in "
+                    "*flux-broke[r]*) kill -9 ${d#/proc/};; esac; done 2>/dev/null")
+        wait_for(f"Degraded after index {index}'s {how}", lambda: degraded(name, ns) == "True",
+                 timeout=60)
+        pods = wait_for(f"a new index-{index} pod Ready", lambda: (
+            lambda ps: ps if ps and ps[index]["metadata"]["uid"] != victim["metadata"]["uid"]
+            else None)(ready_pods(name, ns, 3)), timeout=240)
+        status = wait_for("overlay full", lambda: overlay_full(ns, lead), timeout=120)
+        log(f"index {index} {how} -> rejoined (overlay full): {time.monotonic() - t0:.1f}s; "
+            f"{status.strip()}")
+        out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N3", "hostname",
+                      timeout=120).stdout
+        check_eq(sorted(out.split()), [f"{name}-0", f"{name}-1", f"{name}-2"],
+                 f"flux run -N3 hostname after index {index} rejoined")
+        wait_for("Degraded cleared", lambda: degraded(name, ns) == "False", timeout=60)
+        check_eq(state(name, ns), "Running", "the MiniCluster throughout")
+        job = get("job", name, ns)
+        log(f"Job status after round {round_ + 1}: failed {job['status'].get('failed', 0)}, "
+            f"ready {job['status'].get('ready')}")
+        check_eq(job["status"].get("failed", 0), round_ + 1, "the Job's counted failures")
+        check_eq(len(minicluster_events(name, ns, "BrokerLost")), round_ + 1, "BrokerLost Events")
+        check_eq(len(minicluster_events(name, ns, "BrokersRejoined")), round_ + 1,
+                 "BrokersRejoined Events")
+    uids = [p["metadata"]["uid"] for p in pods]
+    kubectl("delete", "minicluster", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
 if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
-          test_failing_command,
+          test_failing_command, test_follower_lost,
           test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key,
           test_key_rotation],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
