@@ -369,11 +369,15 @@ namespace {
 // would read as a follower's). The trap is set before the broker starts
 // (a SIGTERM in between would end the shell with 143); only builtins run
 // between the waits (dash forgets a reaped child once anything forks).
+// The lead does not wait: rank 0 takes longer to stop than the pod's grace
+// (kTerminationGraceSeconds), and a SIGKILL's 137 would read as a
+// follower's; its instance is gone either way.
 std::string TrapTerm() {
   return "pid=\n"
          "term=0\n"
          "trap 'term=1; [ -z \"$pid\" ] || kill -TERM \"$pid\" 2>/dev/null "
-         "|| :' TERM\n";
+         "|| :; [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || exit " +
+         std::to_string(kLeadLostExit) + "' TERM\n";
 }
 
 std::string ExitCodeWrapper() {

@@ -65,13 +65,35 @@ struct Verdict {
   std::string message;
 };
 
+// Why the Job failed, in the MiniCluster's words where the reason is one
+// of the broker-loss rules (desired.cc, BrokerFailurePolicy).
+Verdict FailedVerdict(const MiniCluster& mc, const json& condition) {
+  std::string reason = condition.value("reason", "JobFailed");
+  std::string message = condition.value("message", "the Job failed");
+  const std::string lead_lost =
+      "with exit code " + std::to_string(kLeadLostExit) + " ";
+  if (reason == "PodFailurePolicy" &&
+      message.find(lead_lost) != std::string::npos) {
+    return {State::kFailed, "LeadBrokerLost",
+            "the lead broker (index 0) was stopped or lost, and its Flux "
+            "instance with it; recreate the MiniCluster to start a new one (" +
+                message + ")"};
+  }
+  if (reason == "FailedIndexes") {
+    return {State::kFailed, "BrokerRestartsExhausted",
+            "a follower index was lost more than spec.brokerRestarts (" +
+                std::to_string(mc.spec.broker_restarts) +
+                ") times; raise it or find why its pods fail (" + message +
+                ")"};
+  }
+  return {State::kFailed, std::move(reason), std::move(message)};
+}
+
 Verdict FromJob(const MiniCluster& mc, const json& job,
                 const std::optional<WorkloadSummary>& wl) {
   for (const char* type : {"Failed", "FailureTarget"}) {
     if (ConditionTrue(job, type)) {
-      const json* c = FindCondition(job, type);
-      return {State::kFailed, c->value("reason", "JobFailed"),
-              c->value("message", "the Job failed")};
+      return FailedVerdict(mc, *FindCondition(job, type));
     }
   }
   // SuccessCriteriaMet comes first (index 0 succeeded); Complete follows

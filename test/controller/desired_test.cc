@@ -539,6 +539,7 @@ class StartScriptRun {
                                  std::filesystem::perms::owner_all);
     const pid_t pid = fork();
     if (pid == 0) {
+      setpgid(0, 0);  // its own group, so leftovers are killed below
       std::string path = "PATH=" + dir_ + "/bin:/usr/bin:/bin";
       std::string job_index = "JOB_COMPLETION_INDEX=" + std::to_string(index);
       char* env[] = {path.data(), job_index.data(), nullptr};
@@ -552,6 +553,7 @@ class StartScriptRun {
     }
     int status = 0;
     waitpid(pid, &status, 0);
+    kill(-pid, SIGKILL);  // a fake broker the shell did not wait for
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
@@ -610,6 +612,21 @@ TEST(StartScript, ExitCodesSayWhatEndedTheBroker) {
   EXPECT_EQ(run.Run(script, 0, "kill -9 $$"), kLeadLostExit) << "killed";
   EXPECT_EQ(run.Run(script, 0, stops_on_term, true), kLeadLostExit)
       << "pod deleted";
+}
+
+// Rank 0 takes longer to stop than the pod's 2 s grace: a lead whose pod
+// is deleted exits at once, not with the SIGKILL's 137 (which the Job's
+// policy counts and replaces, starting a new, empty instance).
+TEST(StartScript, ADeletedLeadExitsWithoutWaitingForItsBroker) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  const std::string script = StartScript(EphemeralFromImage(), opts);
+  const std::string stops_slowly = "trap 'sleep 5; touch " + run.dir() +
+                                   "/stopped; exit 0' TERM; "
+                                   "while :; do sleep 0.05; done";
+  EXPECT_EQ(run.Run(script, 0, stops_slowly, true), kLeadLostExit);
+  EXPECT_FALSE(std::filesystem::exists(run.dir() + "/stopped"));
 }
 
 TEST(JobApplyBody, CarriesNoFieldKueueOwns) {

@@ -252,6 +252,41 @@ TEST(Status, FailedJobIsFailedWithItsReason) {
   EXPECT_EQ(Find(status, "Failed")["reason"], "BackoffLimitExceeded");
 }
 
+TEST(Status, LeadLostByPodFailurePolicyIsLeadBrokerLost) {
+  const json job =
+      Job(false, json::array({Condition(
+                     "Failed", "True", "PodFailurePolicy",
+                     "Container flux-broker for pod ns/mc-0-x failed with exit "
+                     "code 76 matching FailJob rule at index 0")}));
+  const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
+  ExpectOnlyTrue(status, "Failed");
+  EXPECT_EQ(Find(status, "Failed")["reason"], "LeadBrokerLost");
+  EXPECT_NE(
+      Find(status, "Failed")["message"].get<std::string>().find("exit code 76"),
+      std::string::npos);
+}
+
+TEST(Status, TheLeadsProgramFailingKeepsTheJobsReason) {
+  const json job =
+      Job(false, json::array({Condition(
+                     "Failed", "True", "PodFailurePolicy",
+                     "Container flux-broker for pod ns/mc-0-x failed with exit "
+                     "code 3 matching FailJob rule at index 3")}));
+  const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
+  EXPECT_EQ(Find(status, "Failed")["reason"], "PodFailurePolicy");
+}
+
+TEST(Status, AFailedIndexIsBrokerRestartsExhausted) {
+  const json job =
+      Job(false, json::array({Condition("Failed", "True", "FailedIndexes",
+                                        "Job has failed indexes")}));
+  const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
+  EXPECT_EQ(Find(status, "Failed")["reason"], "BrokerRestartsExhausted");
+  EXPECT_NE(Find(status, "Failed")["message"].get<std::string>().find(
+                "spec.brokerRestarts (3)"),
+            std::string::npos);
+}
+
 TEST(Status, NoJobYetIsPending) {
   const json status = ComputeStatus(Mc(), nullptr, nullptr, kNow);
   EXPECT_EQ(status["state"], "Pending");

@@ -82,7 +82,10 @@ def check_job(job, mc, owner_attr):
     check_eq(spec.get("completionMode"), "Indexed", "Job completionMode")
     check_eq(spec.get("successPolicy"), {"rules": [{"succeededIndexes": "0"}]},
              "Job successPolicy")
-    check_eq(spec.get("backoffLimit"), 0, "Job backoffLimit")
+    check_eq((spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")),
+             (mc["spec"].get("brokerRestarts", 3), 0), "Job backoffLimitPerIndex, maxFailedIndexes")
+    check_eq([r["action"] for r in spec.get("podFailurePolicy", {}).get("rules", [])],
+             ["FailJob", "Ignore", "Count", "FailJob"], "Job podFailurePolicy actions")
     pod = spec["template"]["spec"]
     check_eq(pod.get("subdomain"), name, "pod subdomain")
     check_eq(pod.get("restartPolicy"), "Never", "pod restartPolicy")
@@ -243,15 +246,22 @@ def test_lifecycle(work):
                  "eph states as watched")
         log(f"eph: states {seen}; Job Complete through successPolicy; other pods terminated")
 
-        # A broker of the persistent one fails: backoffLimit 0 fails the Job.
+        # A follower of the persistent one says "replace me" (75): the Job
+        # controller makes a new pod of index 1 (after its 10 s back-off).
+        # Then the lead says "lost" (76): podFailurePolicy fails the Job.
         pods = wait_for("2 pods of Job pers", lambda: len(job_pods(ns, "pers")) == 2 and job_pods(ns, "pers"))
         pod1 = next(p for p in pods if pod_index(p) == 1)
-        set_pod_status(ns, pod1["metadata"]["name"], "Failed", exit_code=1)
+        set_pod_status(ns, pod1["metadata"]["name"], "Failed", exit_code=75)
+        wait_for("a new pod of index 1", lambda: [
+            p for p in job_pods(ns, "pers") if pod_index(p) == 1
+            and p["metadata"]["uid"] != pod1["metadata"]["uid"]], timeout=60)
+        check_eq(state(ns, "pers"), "Running", "pers after a follower was replaced")
+        pod0 = next(p for p in pods if pod_index(p) == 0)
+        set_pod_status(ns, pod0["metadata"]["name"], "Failed", exit_code=76)
         wait_for("Job pers Failed", lambda: cond_true(get("job", "pers", ns), "Failed"))
         mc = wait_state(ns, "pers", "Failed")
-        check(condition(mc, "Failed")["reason"] in ("BackoffLimitExceeded", "FailedIndexes"),
-              f"pers Failed reason: {condition(mc, 'Failed')}")
-        log(f"pers: a broker failed -> Failed ({condition(mc, 'Failed')['reason']})")
+        check_eq(condition(mc, "Failed")["reason"], "LeadBrokerLost", "pers Failed reason")
+        log("pers: a follower replaced, then the lead lost -> Failed (LeadBrokerLost)")
 
         # spec.suspend toggles the held Job (unqueued: the controller owns suspend).
         patch("minicluster", "held", ns, {"spec": {"suspend": False}})

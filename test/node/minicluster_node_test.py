@@ -554,13 +554,46 @@ def overlay_full(ns, lead):
     return r.stdout if r.returncode == 0 and "full" in r.stdout else None
 
 
+def evict(ns, pod):
+    """The Eviction API, as `kubectl drain` calls it; the CompletedProcess."""
+    body = json.dumps({"apiVersion": "policy/v1", "kind": "Eviction",
+                       "metadata": {"name": pod, "namespace": ns}})
+    return kubectl("create", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod}/eviction", "-f", "-",
+                   input=body, check_rc=False)
+
+
+def kill_broker(ns, pod):
+    """SIGKILL to the broker inside the container, as the OOM killer would."""
+    kubectl("exec", "-n", ns, pod, "--", "sh", "-c",
+            # [r]: the pattern must not match this shell's own line.
+            "for d in /proc/[0-9]*; do case $(tr '\\0' ' ' <$d/cmdline) in "
+            "*flux-broke[r]*) kill -9 ${d#/proc/};; esac; done 2>/dev/null")
+
+
+def block_evictions(name, ns):
+    """A user's PodDisruptionBudget that lets no broker go (docs/broker-loss.md)."""
+    apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+           "metadata": {"name": name, "namespace": ns},
+           "spec": {"maxUnavailable": 0,
+                    "selector": {"matchLabels": {"minicluster.dev/name": name}}}})
+
+
+def failed_condition(name, ns):
+    mc = get("minicluster", name, ns) or {}
+    return next((c for c in mc.get("status", {}).get("conditions", [])
+                 if c["type"] == "Failed" and c["status"] == "True"), None)
+
+
 def test_follower_lost(work):
-    """Persistent size 3: index 2's pod deleted (its broker exits 0 on
-    SIGTERM; the pod must say 75, replace me), then the broker inside index
-    1's container killed with SIGKILL (as the OOM killer would): each time a
-    new broker of that index rejoins the instance (overlay full, `flux run
-    -N3` on all three), the MiniCluster is Degraded in the gap and Running
-    throughout, with one BrokerLost and one BrokersRejoined Event."""
+    """Persistent size 3. Index 2's pod deleted (its broker exits 0 on
+    SIGTERM; the pod must say 75, replace me), the broker in index 1's
+    container killed with SIGKILL, index 2 evicted (once refused by a
+    PodDisruptionBudget): each time a new broker of that index rejoins
+    (overlay full, `flux run -N3` on all three), the MiniCluster is Degraded
+    in the gap and Running throughout, with one BrokerLost and one
+    BrokersRejoined Event; the eviction is not counted against
+    spec.brokerRestarts. Then the lead's pod deleted: the MiniCluster
+    Failed, LeadBrokerLost, nothing replaced."""
     ns, name = "mc-loss", "loss"
     create_namespace(ns)
     apply(minicluster(name, ns, 3))
@@ -568,20 +601,29 @@ def test_follower_lost(work):
     lead = pods[0]["metadata"]["name"]
     wait_for("status 3/3", lambda: (get("minicluster", name, ns) or {}).get("status", {}).get(
         "brokers") == "3/3", timeout=60)
-    for round_, (index, how) in enumerate(((2, "delete"), (1, "kill -9"))):
-        victim = pods[index]
+    counted = 0
+    for round_, (index, how) in enumerate(((2, "delete"), (1, "kill -9"), (2, "evict"))):
+        victim = pods[index]["metadata"]
         t0 = time.monotonic()
         if how == "delete":
-            kubectl("delete", "pod", "-n", ns, victim["metadata"]["name"], "--wait=false")
+            kubectl("delete", "pod", "-n", ns, victim["name"], "--wait=false")
+        elif how == "kill -9":
+            kill_broker(ns, victim["name"])
         else:
-            kubectl("exec", "-n", ns, victim["metadata"]["name"], "--", "sh", "-c",
-                    # [r]: the pattern must not match this shell's own line.
-                    "for d in /proc/[0-9]*; do case $(tr '\\0' ' ' <$d/cmdline) in "
-                    "*flux-broke[r]*) kill -9 ${d#/proc/};; esac; done 2>/dev/null")
+            block_evictions(name, ns)
+            refused = wait_for("the disruption budget's status", lambda: (
+                lambda r: r if r.returncode != 0 and "disruption budget" in r.stderr else None)(
+                    evict(ns, victim["name"])), timeout=30)
+            log(f"eviction with maxUnavailable 0: {refused.stderr.strip()[:160]}")
+            kubectl("delete", "pdb", name, "-n", ns)
+            wait_for("eviction admitted", lambda: (
+                lambda r: r if r.returncode == 0 else None)(evict(ns, victim["name"])), timeout=30)
+            t0 = time.monotonic()
+        counted += how != "evict"
         wait_for(f"Degraded after index {index}'s {how}", lambda: degraded(name, ns) == "True",
                  timeout=60)
         pods = wait_for(f"a new index-{index} pod Ready", lambda: (
-            lambda ps: ps if ps and ps[index]["metadata"]["uid"] != victim["metadata"]["uid"]
+            lambda ps: ps if ps and ps[index]["metadata"]["uid"] != victim["uid"]
             else None)(ready_pods(name, ns, 3)), timeout=240)
         status = wait_for("overlay full", lambda: overlay_full(ns, lead), timeout=120)
         log(f"index {index} {how} -> rejoined (overlay full): {time.monotonic() - t0:.1f}s; "
@@ -593,20 +635,57 @@ def test_follower_lost(work):
         wait_for("Degraded cleared", lambda: degraded(name, ns) == "False", timeout=60)
         check_eq(state(name, ns), "Running", "the MiniCluster throughout")
         job = get("job", name, ns)
-        log(f"Job status after round {round_ + 1}: failed {job['status'].get('failed', 0)}, "
+        log(f"Job status after the {how}: failed {job['status'].get('failed', 0)}, "
             f"ready {job['status'].get('ready')}")
-        check_eq(job["status"].get("failed", 0), round_ + 1, "the Job's counted failures")
+        check_eq(job["status"].get("failed", 0), counted, "the Job's counted failures")
         check_eq(len(minicluster_events(name, ns, "BrokerLost")), round_ + 1, "BrokerLost Events")
         check_eq(len(minicluster_events(name, ns, "BrokersRejoined")), round_ + 1,
                  "BrokersRejoined Events")
     uids = [p["metadata"]["uid"] for p in pods]
+    t0 = time.monotonic()
+    kubectl("delete", "pod", "-n", ns, lead, "--wait=false")
+    failed = wait_for("Failed after the lead's pod was deleted",
+                      lambda: failed_condition(name, ns), timeout=120)
+    log(f"lead deleted -> Failed in {time.monotonic() - t0:.1f}s: {failed['reason']}: "
+        f"{failed['message'][:240]}")
+    check_eq(failed["reason"], "LeadBrokerLost", "why the MiniCluster failed")
+    wait_for("no broker pod left running", lambda: not [
+        p for p in pods_of(name, ns) if p["status"].get("phase") in ("Pending", "Running")],
+        timeout=120)
+    kubectl("delete", "minicluster", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
+def test_follower_lost_mid_run(work):
+    """Ephemeral size 3 running `flux run -N3 sleep`: index 2's pod deleted
+    mid-run. Flux raises a fatal exception on the job, `flux run` exits
+    non-zero, and the lead exits with its code: the MiniCluster Failed with
+    the Job's reason, as for any failing command (docs/broker-loss.md)."""
+    ns, name = "mc-midrun", "midrun"
+    create_namespace(ns)
+    apply(minicluster(name, ns, 3, ["flux", "run", "-N3", "sleep", "600"]))
+    pods = wait_for("three brokers Running and Ready", lambda: ready_pods(name, ns, 3), timeout=240)
+    lead = pods[0]["metadata"]["name"]
+    wait_for("the job running on three ranks", lambda: kubectl(
+        "exec", "-n", ns, lead, "--", "flux", "jobs", "-no", "{state}", check_rc=False,
+        timeout=60).stdout.strip() == "RUN", timeout=120)
+    uids = [p["metadata"]["uid"] for p in pods]
+    t0 = time.monotonic()
+    kubectl("delete", "pod", "-n", ns, pods[2]["metadata"]["name"], "--wait=false")
+    failed = wait_for("Failed", lambda: failed_condition(name, ns), timeout=180)
+    log(f"follower lost mid-run -> Failed in {time.monotonic() - t0:.1f}s: {failed['reason']}: "
+        f"{failed['message'][:240]}")
+    out = index0_logs(name, ns)
+    check("exception" in out, f"the lead's log names Flux's job exception: {out[-600:]}")
+    log("lead's log: " + " | ".join(l for l in out.splitlines() if "exception" in l)[:300])
+    uids += [p["metadata"]["uid"] for p in pods_of(name, ns)]
     kubectl("delete", "minicluster", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 
 if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
-          test_failing_command, test_follower_lost,
+          test_failing_command, test_follower_lost, test_follower_lost_mid_run,
           test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key,
           test_key_rotation],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
