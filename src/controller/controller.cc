@@ -31,6 +31,8 @@ Controller::Controller(ControllerConfig config, Watches& watches,
       [this](kube::WatchEvent::Type, const json& o) { EnqueueOwner(o); });
   watches_.jobs().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) { EnqueueJob(o); });
+  watches_.pods().AddEventHandler(
+      [this](kube::WatchEvent::Type, const json& o) { EnqueuePodOwner(o); });
   watches_.workloads().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) {
         EnqueueWorkloadOwner(o);
@@ -67,6 +69,15 @@ void Controller::EnqueueWorkloadOwner(const json& workload) {
   if (job.empty()) return;
   const std::string key =
       kube::ObjectMeta(workload).namespace_name() + "/" + job;
+  if (watches_.caches().miniclusters.Get(key)) queue_.Add(key);
+}
+
+void Controller::EnqueuePodOwner(const json& pod) {
+  // A broker pod's Job has the MiniCluster's name; only MiniClusters read
+  // their pods (not a MultiKueue worker's copied Jobs).
+  const std::string job = kube::ControllerOwnerName(pod, "Job");
+  if (job.empty()) return;
+  const std::string key = kube::ObjectMeta(pod).namespace_name() + "/" + job;
   if (watches_.caches().miniclusters.Get(key)) queue_.Add(key);
 }
 

@@ -41,6 +41,7 @@ class Controller {
   // A Job MultiKueue copied here (copied_job.h) is its own key.
   void EnqueueJob(const nlohmann::json& job);
   // A Workload: the MiniCluster of its Job.
+  void EnqueuePodOwner(const nlohmann::json& pod);
   void EnqueueWorkloadOwner(const nlohmann::json& workload);
 
   // False if `stop` came first.

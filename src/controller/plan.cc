@@ -94,7 +94,8 @@ std::optional<Action> StatusStep(const Parsed& parsed, const Observed& observed,
   } else if (service_taken || ServiceInTheWay(mc, observed.service)) {
     status = NameTakenStatus(mc, "Service", ServiceName(mc), now);
   } else {
-    status = ComputeStatus(mc, observed.job, observed.workload, now);
+    status =
+        ComputeStatus(mc, observed.job, observed.workload, now, observed.pods);
   }
   if (status == mc.status) return std::nullopt;
   return StatusAction(mc, std::move(status));

@@ -42,6 +42,7 @@ struct Observed {
   const nlohmann::json* job = nullptr;
   const nlohmann::json* workload = nullptr;
   const nlohmann::json* network_policy = nullptr;
+  const std::vector<nlohmann::json>* pods = nullptr;  // the Job's
 };
 
 struct Action {

@@ -98,8 +98,8 @@ std::string RetryReasonName(RetryReason reason) {
 
 Observed Reconciler::Snapshot::View() const {
   auto ptr = [](const std::optional<json>& o) { return o ? &*o : nullptr; };
-  return {&minicluster, ptr(service), ptr(job), ptr(workload),
-          ptr(network_policy)};
+  return {&minicluster,  ptr(service),        ptr(job),
+          ptr(workload), ptr(network_policy), &pods};
 }
 
 std::optional<json> Reconciler::WorkloadOf(const json& job) const {
@@ -120,7 +120,10 @@ std::optional<Reconciler::Snapshot> Reconciler::Observe(
   snapshot.service = caches_.services.Get(key);
   snapshot.network_policy = caches_.network_policies.Get(key);
   snapshot.job = caches_.jobs.Get(key);
-  if (snapshot.job) snapshot.workload = WorkloadOf(*snapshot.job);
+  if (snapshot.job) {
+    snapshot.workload = WorkloadOf(*snapshot.job);
+    snapshot.pods = caches_.pods.ByIndex(kube::ObjectMeta(*snapshot.job).uid());
+  }
   return snapshot;
 }
 

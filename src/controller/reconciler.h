@@ -33,6 +33,7 @@ struct Caches {
   const kube::ObjectStore& jobs;
   const kube::ObjectStore& workloads;
   const kube::ObjectStore& network_policies;
+  const kube::ObjectStore& pods;  // indexed by their Job's uid
 };
 
 // Why a key goes back to the queue with back-off.
@@ -96,6 +97,7 @@ class Reconciler {
   struct Snapshot {
     nlohmann::json minicluster;
     std::optional<nlohmann::json> service, job, workload, network_policy;
+    std::vector<nlohmann::json> pods;
     Observed View() const;
   };
   // What creating the Job showed about it.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "controller/brokers.h"
 #include "controller/desired.h"
 #include "kube/informer.h"
 #include "kube/object_meta.h"
@@ -179,11 +180,18 @@ bool StatusConditionTrue(const json& status, const std::string& type) {
   return false;
 }
 
+// "; down: index 2 (evicted)", when the pods say which.
+std::string DownText(const std::vector<json>* pods, int size) {
+  if (pods == nullptr) return "";
+  const std::string down = DownBrokers(*pods, size);
+  return down.empty() ? "" : "; down: " + down;
+}
+
 // Degraded: Running with fewer brokers ready than spec.size after every
 // broker was up once (not while the instance wires up); True until all are
 // ready again, as a replaced broker rejoins.
 json DegradedCondition(const MiniCluster& mc, const Verdict& verdict, int ready,
-                       const std::string& now) {
+                       const std::vector<json>* pods, const std::string& now) {
   const json& previous = mc.status;
   const bool was_whole = previous.is_object() &&
                          previous.value("brokersReady", -1) == mc.spec.size;
@@ -200,8 +208,9 @@ json DegradedCondition(const MiniCluster& mc, const Verdict& verdict, int ready,
                  : verdict.state == State::kRunning ? "Brokers"
                                                     : StateName(verdict.state)},
       {"message",
-       degraded ? of_size + " brokers ready: a lost broker pod is replaced "
-                            "under its index and rejoins the instance"
+       degraded ? of_size + " brokers ready" + DownText(pods, mc.spec.size) +
+                      ": a lost broker pod is replaced under its index and "
+                      "rejoins the instance"
        : verdict.state == State::kRunning
            ? of_size + " brokers ready"
            : "the MiniCluster is " + StateName(verdict.state)},
@@ -332,7 +341,7 @@ const json* FindWorkloadForJob(const std::vector<json>& workloads,
 }
 
 json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
-                   const std::string& now) {
+                   const std::string& now, const std::vector<json>* pods) {
   std::optional<WorkloadSummary> wl;
   if (workload != nullptr) wl = SummarizeWorkload(*workload);
   Verdict verdict{State::kPending, "CreatingJob",
@@ -351,7 +360,8 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
     status["brokers"] =
         std::to_string(ready) + "/" + std::to_string(mc.spec.size);
   }
-  status["conditions"].push_back(DegradedCondition(mc, verdict, ready, now));
+  status["conditions"].push_back(
+      DegradedCondition(mc, verdict, ready, pods, now));
   if (job != nullptr) {
     // Pinned at the Job's create: what operators check before retiring a key.
     if (std::string key_id = KeyIdOfJob(*job); !key_id.empty()) {
@@ -375,7 +385,7 @@ json InvalidSpecStatus(const MiniCluster& mc, const std::string& errors,
                        const std::string& now) {
   Verdict verdict{State::kFailed, "InvalidSpec", errors};
   json conditions = Conditions(mc, verdict, now);
-  conditions.push_back(DegradedCondition(mc, verdict, 0, now));
+  conditions.push_back(DegradedCondition(mc, verdict, 0, nullptr, now));
   return json{{"observedGeneration", mc.generation},
               {"state", StateName(State::kFailed)},
               {"conditions", std::move(conditions)}};

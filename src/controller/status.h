@@ -56,10 +56,12 @@ const nlohmann::json* FindWorkloadForJob(
 // Computes the whole status subresource for `mc`. `job` and `workload` are
 // as observed (nullptr when absent). Conditions keep their previous
 // lastTransitionTime when their status did not change. `now` is an
-// RFC 3339 time used for transitions.
+// RFC 3339 time used for transitions. `pods`, the Job's (brokers.h), name
+// the brokers that are down in the Degraded condition.
 nlohmann::json ComputeStatus(const MiniCluster& mc, const nlohmann::json* job,
                              const nlohmann::json* workload,
-                             const std::string& now);
+                             const std::string& now,
+                             const std::vector<nlohmann::json>* pods = nullptr);
 
 // Status for a MiniCluster whose spec is invalid: Failed=True, reason
 // InvalidSpec, the validation errors as the message.

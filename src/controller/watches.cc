@@ -1,5 +1,6 @@
 #include "controller/watches.h"
 
+#include "controller/brokers.h"
 #include "controller/desired.h"
 #include "controller/minicluster.h"
 #include "controller/status.h"
@@ -47,6 +48,16 @@ kube::Informer::Options WorkloadWatch(const WatchOptions& options) {
   return o;
 }
 
+// The brokers' pods (the Job controller copies the template's labels), for
+// the Degraded condition's message (brokers.h).
+kube::Informer::Options PodWatch(const WatchOptions& options) {
+  auto o = WatchOf("pods",
+                   kube::CollectionPath("v1", "pods", options.namespace_name),
+                   kNameLabel, options);
+  o.trim = TrimPodForCache;
+  return o;
+}
+
 }  // namespace
 
 Watches::Watches(const kube::KubeClient& client, const WatchOptions& options)
@@ -66,7 +77,8 @@ Watches::Watches(const kube::KubeClient& client, const WatchOptions& options)
                                 kNameLabel, options),
                         network_policy_store_),
       jobs_(client, JobWatch(options), job_store_),
-      workloads_(client, WorkloadWatch(options), workload_store_) {}
+      workloads_(client, WorkloadWatch(options), workload_store_),
+      pods_(client, PodWatch(options), pod_store_) {}
 
 Watches::~Watches() {
   if (stop_ != nullptr) stop_->Stop();
@@ -74,20 +86,21 @@ Watches::~Watches() {
 }
 
 Caches Watches::caches() const {
-  return {minicluster_store_, service_store_, job_store_, workload_store_,
-          network_policy_store_};
+  return {minicluster_store_, service_store_,        job_store_,
+          workload_store_,    network_policy_store_, pod_store_};
 }
 
 bool Watches::HasSynced() const {
   return miniclusters_.HasSynced() && services_.HasSynced() &&
          network_policies_.HasSynced() && jobs_.HasSynced() &&
-         workloads_.HasSynced();
+         workloads_.HasSynced() && pods_.HasSynced();
 }
 
 void Watches::Start(common::StopSignal& stop) {
   stop_ = &stop;
   for (kube::Informer* informer :
-       {&miniclusters_, &services_, &network_policies_, &jobs_, &workloads_})
+       {&miniclusters_, &services_, &network_policies_, &jobs_, &workloads_,
+        &pods_})
     threads_.emplace_back([informer, &stop] { informer->Run(stop); });
 }
 

@@ -37,6 +37,7 @@ class Watches {
   kube::Informer& network_policies() { return network_policies_; }
   kube::Informer& jobs() { return jobs_; }
   kube::Informer& workloads() { return workloads_; }
+  kube::Informer& pods() { return pods_; }
 
   Caches caches() const;
   // Every informer has listed once (/readyz).
@@ -46,8 +47,9 @@ class Watches {
 
  private:
   kube::ObjectStore minicluster_store_, service_store_, network_policy_store_,
-      job_store_, workload_store_;
-  kube::Informer miniclusters_, services_, network_policies_, jobs_, workloads_;
+      job_store_, workload_store_, pod_store_;
+  kube::Informer miniclusters_, services_, network_policies_, jobs_, workloads_,
+      pods_;
   common::StopSignal* stop_ = nullptr;
   std::vector<std::thread> threads_;
 };

@@ -279,12 +279,12 @@ class StatusOnlyApi : public kube::KubeApi {
 };
 
 struct Fixture {
-  kube::ObjectStore miniclusters, services, network_policies, jobs;
+  kube::ObjectStore miniclusters, services, network_policies, jobs, pods;
   kube::ObjectStore workloads{JobUidsOfWorkload};
   StatusOnlyApi api;
   FakeRecorder recorder;
   Reconciler reconciler{
-      {miniclusters, services, jobs, workloads, network_policies},
+      {miniclusters, services, jobs, workloads, network_policies, pods},
       api,
       DesiredOptions{},
       &recorder};

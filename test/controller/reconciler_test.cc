@@ -430,15 +430,16 @@ struct RecordingEvents : EventRecorder {
 };
 
 struct Fixture {
-  kube::ObjectStore miniclusters, services, network_policies, jobs;
+  kube::ObjectStore miniclusters, services, network_policies, jobs, pods;
   kube::ObjectStore workloads{
       JobUidsOfWorkload};  // as the controller's Watches
   RecordingApi api;
   RecordingEvents events;
   Reconciler reconciler;
   explicit Fixture(const DesiredOptions& options = kOptions)
-      : reconciler({miniclusters, services, jobs, workloads, network_policies},
-                   api, options, &events) {
+      : reconciler(
+            {miniclusters, services, jobs, workloads, network_policies, pods},
+            api, options, &events) {
     api.miniclusters = &miniclusters;
   }
 };

@@ -335,6 +335,22 @@ TEST(Status, DegradedWhileABrokerIsLostAfterAllWereUp) {
   EXPECT_EQ(Find(mc.status, "Degraded")["status"], "True");
   EXPECT_EQ(Find(mc.status, "Degraded")["reason"], "BrokerLost");
   EXPECT_EQ(mc.status["state"], "Running");
+  const std::vector<json> pods = {
+      {{"metadata",
+        {{"labels", {{"batch.kubernetes.io/job-completion-index", "2"}}}}},
+       {"status",
+        {{"conditions",
+          json::array({{{"type", "DisruptionTarget"},
+                        {"status", "True"},
+                        {"reason", "EvictionByEvictionAPI"}}})}}}}};
+  const std::string message = Find(
+      ComputeStatus(mc, &job, nullptr, kNow, &pods), "Degraded")["message"];
+  EXPECT_EQ(message.rfind("3 of 4 brokers ready; down: index 0 (no pod), "
+                          "index 1 (no pod), index 2 (evicted), index 3 (no "
+                          "pod): ",
+                          0),
+            0u)
+      << message;
   job["status"]["ready"] = 2;  // the replacement pod starts, not ready
   mc.status = ComputeStatus(mc, &job, nullptr, kNow);
   EXPECT_EQ(Find(mc.status, "Degraded")["status"], "True");

@@ -543,6 +543,12 @@ def degraded(name, ns):
                  if c["type"] == "Degraded"), None)
 
 
+def degraded_message(name, ns):
+    mc = get("minicluster", name, ns) or {}
+    return next((c.get("message", "") for c in mc.get("status", {}).get("conditions", [])
+                 if c["type"] == "Degraded"), "")
+
+
 def minicluster_events(name, ns, reason):
     return [e for e in events_of(name, ns) if e.get("reason") == reason]
 
@@ -622,6 +628,10 @@ def test_follower_lost(work):
         counted += how != "evict"
         wait_for(f"Degraded after index {index}'s {how}", lambda: degraded(name, ns) == "True",
                  timeout=60)
+        message = wait_for(f"Degraded naming index {index}", lambda: (
+            lambda m: m if f"down: index {index} (" in m else None)(degraded_message(name, ns)),
+            timeout=30)
+        log(f"Degraded: {message}")
         pods = wait_for(f"a new index-{index} pod Ready", lambda: (
             lambda ps: ps if ps and ps[index]["metadata"]["uid"] != victim["uid"]
             else None)(ready_pods(name, ns, 3)), timeout=240)

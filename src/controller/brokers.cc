@@ -1,0 +1,148 @@
+#include "controller/brokers.h"
+
+#include <algorithm>
+#include <map>
+
+#include "controller/desired.h"
+#include "kube/informer.h"
+#include "kube/object_meta.h"
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kIndexLabel[] = "batch.kubernetes.io/job-completion-index";
+
+const json* ConditionOf(const json& pod, const std::string& type) {
+  const json& conditions =
+      kube::FieldAt(kube::FieldAt(pod, "status"), "conditions");
+  if (!conditions.is_array()) return nullptr;
+  for (const json& c : conditions) {
+    if (kube::StringAt(c, "type") == type) return &c;
+  }
+  return nullptr;
+}
+
+bool IsTrue(const json* condition) {
+  return condition != nullptr && kube::StringAt(*condition, "status") == "True";
+}
+
+const json& BrokerTerminated(const json& pod) {
+  const json& statuses =
+      kube::FieldAt(kube::FieldAt(pod, "status"), "containerStatuses");
+  if (statuses.is_array()) {
+    for (const json& s : statuses) {
+      if (kube::StringAt(s, "name") == kBrokerContainerName) {
+        return kube::FieldAt(kube::FieldAt(s, "state"), "terminated");
+      }
+    }
+  }
+  static const json kNone;
+  return kNone;
+}
+
+// Kubernetes' DisruptionTarget reasons (k8s.io/api/core/v1), in words.
+std::string Disruption(const std::string& reason) {
+  if (reason == "EvictionByEvictionAPI") return "evicted";
+  if (reason == "PreemptionByScheduler") return "preempted by the scheduler";
+  if (reason == "DeletionByTaintManager") return "node lost (taint eviction)";
+  if (reason == "DeletionByPodGC") return "node lost";
+  if (reason == "TerminationByKubelet") return "node pressure or shutdown";
+  return reason.empty() ? "disrupted" : reason;
+}
+
+// What one pod that is not a ready broker says; empty if nothing yet.
+std::string WhyDown(const json& pod) {
+  if (const json* d = ConditionOf(pod, "DisruptionTarget"); IsTrue(d)) {
+    return Disruption(kube::StringAt(*d, "reason"));
+  }
+  const json& terminated = BrokerTerminated(pod);
+  if (kube::StringAt(terminated, "reason") == "OOMKilled") return "OOMKilled";
+  if (const json& code = kube::FieldAt(terminated, "exitCode");
+      code.is_number_integer()) {
+    const int exit = code.get<int>();
+    if (exit == kReplaceBrokerExit) return "broker stopped (exit 75)";
+    return "broker exited " + std::to_string(exit);
+  }
+  if (kube::FieldAt(pod, "metadata").contains("deletionTimestamp")) {
+    return "pod deleted";
+  }
+  return "";
+}
+
+bool ReadyBroker(const json& pod) {
+  return IsTrue(ConditionOf(pod, "Ready")) &&
+         !kube::FieldAt(pod, "metadata").contains("deletionTimestamp");
+}
+
+}  // namespace
+
+void TrimPodForCache(json& pod) {
+  kube::TrimForCache(pod);
+  json metadata = json::object();
+  const json& m = kube::FieldAt(pod, "metadata");
+  for (const char* key :
+       {"name", "namespace", "uid", "resourceVersion", "ownerReferences",
+        "creationTimestamp", "deletionTimestamp"}) {
+    if (m.contains(key)) metadata[key] = m[key];
+  }
+  const std::string& index =
+      kube::StringAt(kube::FieldAt(m, "labels"), kIndexLabel);
+  if (!index.empty()) metadata["labels"][kIndexLabel] = index;
+  json status = json::object();
+  for (const char* type : {"Ready", "DisruptionTarget"}) {
+    if (const json* c = ConditionOf(pod, type); c != nullptr) {
+      json kept{{"type", type}, {"status", kube::StringAt(*c, "status")}};
+      if (c->contains("reason")) kept["reason"] = (*c)["reason"];
+      status["conditions"].push_back(std::move(kept));
+    }
+  }
+  const json& terminated = BrokerTerminated(pod);
+  if (terminated.is_object()) {
+    json t = json::object();
+    for (const char* key : {"exitCode", "reason"}) {
+      if (terminated.contains(key)) t[key] = terminated[key];
+    }
+    status["containerStatuses"] = json::array(
+        {{{"name", kBrokerContainerName}, {"state", {{"terminated", t}}}}});
+  }
+  pod = json{{"metadata", std::move(metadata)}, {"status", std::move(status)}};
+}
+
+std::string DownBrokers(const std::vector<json>& pods, int size) {
+  // Per index, its pods oldest first (RFC 3339 times sort as strings).
+  std::map<int, std::vector<const json*>> by_index;
+  for (const json& pod : pods) {
+    const json& m = kube::FieldAt(pod, "metadata");
+    const std::string& label =
+        kube::StringAt(kube::FieldAt(m, "labels"), kIndexLabel);
+    if (label.empty() || label.size() > 6 ||
+        label.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    by_index[std::stoi(label)].push_back(&pod);
+  }
+  std::string text;
+  for (int index = 0; index < size; ++index) {
+    auto& list = by_index[index];
+    bool ready = false;
+    for (const json* pod : list) ready = ready || ReadyBroker(*pod);
+    if (ready) continue;
+    std::sort(list.begin(), list.end(), [](const json* a, const json* b) {
+      return kube::StringAt(kube::FieldAt(*a, "metadata"),
+                            "creationTimestamp") <
+             kube::StringAt(kube::FieldAt(*b, "metadata"), "creationTimestamp");
+    });
+    std::string why;
+    for (auto it = list.rbegin(); it != list.rend() && why.empty(); ++it) {
+      why = WhyDown(**it);
+    }
+    if (why.empty()) why = list.empty() ? "no pod" : "replacement starting";
+    if (!text.empty()) text += ", ";
+    text += "index " + std::to_string(index) + " (" + why + ")";
+  }
+  return text;
+}
+
+}  // namespace fcc::controller

@@ -1,0 +1,22 @@
+// Which brokers of a running MiniCluster are down, and why, from its Job's
+// pods (the Degraded condition's message, docs/broker-loss.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fcc::controller {
+
+// Keeps of a broker pod what DownBrokers reads: its index label, creation
+// and deletion times, owner, and of its status the phase, the Ready and
+// DisruptionTarget conditions and the broker container's state.
+void TrimPodForCache(nlohmann::json& pod);
+
+// "index 2 (evicted), index 1 (OOMKilled)": each index below `size` none of
+// whose pods is Ready, with the most telling reason its pods show (a
+// disruption, an OOM kill, the broker's exit code, a deletion, or a
+// replacement still starting); empty when every index has a ready pod.
+std::string DownBrokers(const std::vector<nlohmann::json>& pods, int size);
+
+}  // namespace fcc::controller

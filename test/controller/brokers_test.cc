@@ -1,0 +1,98 @@
+#include "controller/brokers.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace fcc::controller {
+namespace {
+
+using nlohmann::json;
+
+json Pod(int index, const std::string& created, bool ready) {
+  return json{
+      {"metadata",
+       {{"name", "mc-" + std::to_string(index) + "-" + created},
+        {"creationTimestamp", "2026-12-03T10:00:" + created + "Z"},
+        {"labels",
+         {{"batch.kubernetes.io/job-completion-index", std::to_string(index)},
+          {"minicluster.dev/name", "mc"}}},
+        {"annotations", {{"big", std::string(1000, 'x')}}}}},
+      {"spec", {{"containers", json::array({{{"name", "flux-broker"}}})}}},
+      {"status",
+       {{"phase", ready ? "Running" : "Pending"},
+        {"conditions", json::array({{{"type", "Ready"},
+                                     {"status", ready ? "True" : "False"},
+                                     {"lastTransitionTime", "x"}}})}}}};
+}
+
+json Terminated(json pod, int code, const std::string& reason) {
+  pod["status"]["phase"] = "Failed";
+  pod["status"]["containerStatuses"] = json::array(
+      {{{"name", "flux-broker"},
+        {"state",
+         {{"terminated", {{"exitCode", code}, {"reason", reason}}}}}}});
+  return pod;
+}
+
+json Disrupted(json pod, const std::string& reason) {
+  pod["status"]["conditions"].push_back(
+      {{"type", "DisruptionTarget"}, {"status", "True"}, {"reason", reason}});
+  pod["metadata"]["deletionTimestamp"] = "2026-12-03T10:01:00Z";
+  return pod;
+}
+
+std::vector<json> Trimmed(std::vector<json> pods) {
+  for (json& pod : pods) TrimPodForCache(pod);
+  return pods;
+}
+
+TEST(DownBrokers, NoneWhenEveryIndexHasAReadyPod) {
+  EXPECT_EQ(DownBrokers(Trimmed({Pod(0, "00", true), Pod(1, "00", true),
+                                 Terminated(Pod(1, "00", false), 75, "Error"),
+                                 Pod(2, "00", true)}),
+                        3),
+            "");
+}
+
+TEST(DownBrokers, NamesEachDownIndexWithItsPodsReason) {
+  const auto pods = Trimmed(
+      {Pod(0, "00", true),
+       Disrupted(Pod(1, "00", false), "EvictionByEvictionAPI"),
+       Terminated(Pod(2, "00", false), 137, "OOMKilled"), Pod(2, "30", false),
+       Terminated(Pod(3, "00", false), 75, "Error"), Pod(3, "30", false),
+       Disrupted(Pod(4, "00", false), "DeletionByPodGC"), Pod(5, "10", false)});
+  EXPECT_EQ(DownBrokers(pods, 7),
+            "index 1 (evicted), index 2 (OOMKilled), index 3 (broker stopped "
+            "(exit 75)), index 4 (node lost), index 5 (replacement starting), "
+            "index 6 (no pod)");
+}
+
+TEST(DownBrokers, ADeletedPodIsDeletedAndTheNewestReasonWins) {
+  json deleted = Pod(1, "20", true);
+  deleted["metadata"]["deletionTimestamp"] = "2026-12-03T10:01:00Z";
+  const auto pods =
+      Trimmed({Pod(0, "00", true), Terminated(Pod(1, "00", false), 3, "Error"),
+               deleted});
+  EXPECT_EQ(DownBrokers(pods, 2), "index 1 (pod deleted)");
+}
+
+TEST(TrimPodForCache, KeepsWhatDownBrokersReadsAndNoMore) {
+  json pod = Disrupted(Terminated(Pod(2, "00", false), 75, "Error"),
+                       "PreemptionByScheduler");
+  pod["metadata"]["ownerReferences"] = json::array(
+      {{{"kind", "Job"}, {"name", "mc"}, {"uid", "u1"}, {"controller", true}}});
+  TrimPodForCache(pod);
+  EXPECT_FALSE(pod.contains("spec"));
+  EXPECT_FALSE(pod["metadata"].contains("annotations"));
+  EXPECT_EQ(pod["metadata"]["labels"].size(), 1u);
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], "u1");
+  EXPECT_EQ(pod["status"]["conditions"].size(), 2u);
+  EXPECT_EQ(DownBrokers({pod}, 3),
+            "index 0 (no pod), index 1 (no pod), index 2 (preempted by the "
+            "scheduler)");
+}
+
+}  // namespace
+}  // namespace fcc::controller
