@@ -159,6 +159,12 @@ def test_preemption(work):
     check(not set(uids_of(victim)) & set(before[victim]), "new pods after re-admission")
     check_eq(public_key_of(pods[0]["metadata"]["uid"]), keys[victim],
              f"{victim}'s key after re-admission")
+    # Preemption is not a lost broker (docs/broker-loss.md): the suspended
+    # Job's pods are not counted, and no BrokerLost Event.
+    check_eq(get("job", victim, NS)["status"].get("failed", 0), 0,
+             f"{victim}'s Job's counted failures after preemption")
+    check_eq([e.get("note") for e in events_of(victim, NS) if e.get("reason") == "BrokerLost"], [],
+             f"{victim}'s BrokerLost Events")
     for name in ("urgent", "held", "second"):
         delete(name)
 
