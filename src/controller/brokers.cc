@@ -76,6 +76,25 @@ bool ReadyBroker(const json& pod) {
          !kube::FieldAt(pod, "metadata").contains("deletionTimestamp");
 }
 
+int IndexOf(const json& pod) {
+  const std::string& label = kube::StringAt(
+      kube::FieldAt(kube::FieldAt(pod, "metadata"), "labels"), kIndexLabel);
+  if (label.empty() || label.size() > 6 ||
+      label.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoi(label);
+}
+
+// The broker container's exit code if its pod failed, else -1.
+int FailedExit(const json& pod) {
+  if (kube::StringAt(kube::FieldAt(pod, "status"), "phase") != "Failed") {
+    return -1;
+  }
+  const json& code = kube::FieldAt(BrokerTerminated(pod), "exitCode");
+  return code.is_number_integer() ? code.get<int>() : -1;
+}
+
 }  // namespace
 
 void TrimPodForCache(json& pod) {
@@ -91,6 +110,10 @@ void TrimPodForCache(json& pod) {
       kube::StringAt(kube::FieldAt(m, "labels"), kIndexLabel);
   if (!index.empty()) metadata["labels"][kIndexLabel] = index;
   json status = json::object();
+  if (const json& phase = kube::FieldAt(kube::FieldAt(pod, "status"), "phase");
+      phase.is_string()) {
+    status["phase"] = phase;
+  }
   for (const char* type : {"Ready", "DisruptionTarget"}) {
     if (const json* c = ConditionOf(pod, type); c != nullptr) {
       json kept{{"type", type}, {"status", kube::StringAt(*c, "status")}};
@@ -114,14 +137,9 @@ std::string DownBrokers(const std::vector<json>& pods, int size) {
   // Per index, its pods oldest first (RFC 3339 times sort as strings).
   std::map<int, std::vector<const json*>> by_index;
   for (const json& pod : pods) {
-    const json& m = kube::FieldAt(pod, "metadata");
-    const std::string& label =
-        kube::StringAt(kube::FieldAt(m, "labels"), kIndexLabel);
-    if (label.empty() || label.size() > 6 ||
-        label.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
+    if (const int index = IndexOf(pod); index >= 0) {
+      by_index[index].push_back(&pod);
     }
-    by_index[std::stoi(label)].push_back(&pod);
   }
   std::string text;
   for (int index = 0; index < size; ++index) {
@@ -143,6 +161,51 @@ std::string DownBrokers(const std::vector<json>& pods, int size) {
     text += "index " + std::to_string(index) + " (" + why + ")";
   }
   return text;
+}
+
+IndexFailure WhyAnIndexFailed(const std::vector<json>& pods,
+                              int broker_restarts) {
+  std::optional<int> lead_code, follower_code;
+  int follower = -1;
+  std::map<int, int> counted;  // failures spec.brokerRestarts bounds
+  int exhausted = -1;
+  for (const json& pod : pods) {
+    const int index = IndexOf(pod), code = FailedExit(pod);
+    if (index < 0 || code < 0) continue;
+    if (code == kReplaceBrokerExit || code == 137) {
+      if (++counted[index] > broker_restarts) exhausted = index;
+    } else if (index == 0) {
+      lead_code = code;
+    } else {
+      follower = index;
+      follower_code = code;
+    }
+  }
+  if (lead_code == kLeadLostExit) {
+    return {"LeadBrokerLost",
+            "the lead broker (index 0) was stopped or lost (its pod exited " +
+                std::to_string(kLeadLostExit) +
+                "), and its Flux instance with it; recreate the MiniCluster "
+                "to start a new one"};
+  }
+  if (lead_code) {
+    return {"CommandFailed", "the lead broker's command exited " +
+                                 std::to_string(*lead_code) +
+                                 " (kubectl logs job/NAME shows its output)"};
+  }
+  if (exhausted >= 0) {
+    return {"BrokerRestartsExhausted",
+            "index " + std::to_string(exhausted) + " was lost " +
+                std::to_string(counted[exhausted]) +
+                " times, more than spec.brokerRestarts (" +
+                std::to_string(broker_restarts) +
+                "): raise it, or find why its pods fail"};
+  }
+  if (follower_code) {
+    return {"BrokerFailed", "the broker of index " + std::to_string(follower) +
+                                " exited " + std::to_string(*follower_code)};
+  }
+  return {};
 }
 
 }  // namespace fcc::controller

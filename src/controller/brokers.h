@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,16 @@ void TrimPodForCache(nlohmann::json& pod);
 // disruption, an OOM kill, the broker's exit code, a deletion, or a
 // replacement still starting); empty when every index has a ready pod.
 std::string DownBrokers(const std::vector<nlohmann::json>& pods, int size);
+
+// Why a broker index failed the Job (its podFailurePolicy's FailIndex, or
+// more failures than spec.brokerRestarts), from its pods' exit codes:
+// reason and message for the MiniCluster's Failed condition; an empty
+// reason when the pods do not say.
+struct IndexFailure {
+  std::string reason;
+  std::string message;
+};
+IndexFailure WhyAnIndexFailed(const std::vector<nlohmann::json>& pods,
+                              int broker_restarts);
 
 }  // namespace fcc::controller

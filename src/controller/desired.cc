@@ -507,22 +507,25 @@ json ExitCodesRule(const char* action, const char* op, json codes) {
                 {"values", std::move(codes)}}}};
 }
 
-// First match wins. A lead lost fails the Job, even evicted: its instance
-// is gone. A disruption (eviction, preemption, node lost) replaces a
-// follower without counting against spec.brokerRestarts; a follower that
-// stopped or was killed (OOM) counts. Any other code is the lead's
-// program failing.
+// First match wins. A lead lost fails its index, even evicted: its
+// instance is gone. A disruption (eviction, preemption, node lost)
+// replaces a follower without counting against spec.brokerRestarts; a
+// follower that stopped or was killed (OOM) counts. Any other code is the
+// lead's program failing. FailIndex, not FailJob: with maxFailedIndexes 0
+// it fails the Job just the same, but only for pods the Job still tracks,
+// while FailJob also acts on the pods a suspend (Kueue preemption) just
+// stopped, failing the Job when Kueue admits it again.
 json BrokerFailurePolicy() {
   return json{
       {"rules",
        json::array(
-           {ExitCodesRule("FailJob", "In", json::array({kLeadLostExit})),
+           {ExitCodesRule("FailIndex", "In", json::array({kLeadLostExit})),
             json{{"action", "Ignore"},
                  {"onPodConditions", json::array({{{"type", "DisruptionTarget"},
                                                    {"status", "True"}}})}},
             ExitCodesRule("Count", "In",
                           json::array({kReplaceBrokerExit, 137})),
-            ExitCodesRule("FailJob", "NotIn",
+            ExitCodesRule("FailIndex", "NotIn",
                           json::array({0, kReplaceBrokerExit, 137}))})}};
 }
 

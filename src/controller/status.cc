@@ -66,35 +66,29 @@ struct Verdict {
   std::string message;
 };
 
-// Why the Job failed, in the MiniCluster's words where the reason is one
-// of the broker-loss rules (desired.cc, BrokerFailurePolicy).
-Verdict FailedVerdict(const MiniCluster& mc, const json& condition) {
-  std::string reason = condition.value("reason", "JobFailed");
-  std::string message = condition.value("message", "the Job failed");
-  const std::string lead_lost =
-      "with exit code " + std::to_string(kLeadLostExit) + " ";
-  if (reason == "PodFailurePolicy" &&
-      message.find(lead_lost) != std::string::npos) {
-    return {State::kFailed, "LeadBrokerLost",
-            "the lead broker (index 0) was stopped or lost, and its Flux "
-            "instance with it; recreate the MiniCluster to start a new one (" +
-                message + ")"};
+// Why the Job failed: an index failed (desired.cc, BrokerFailurePolicy),
+// said in the MiniCluster's words when its pods show which and how, else
+// the Job's own reason.
+Verdict FailedVerdict(const MiniCluster& mc, const json& condition,
+                      const std::vector<json>* pods) {
+  const std::string& reason = kube::StringAt(condition, "reason");
+  if (pods != nullptr &&
+      (reason == "MaxFailedIndexesExceeded" || reason == "FailedIndexes")) {
+    IndexFailure why = WhyAnIndexFailed(*pods, mc.spec.broker_restarts);
+    if (!why.reason.empty()) {
+      return {State::kFailed, std::move(why.reason), std::move(why.message)};
+    }
   }
-  if (reason == "FailedIndexes") {
-    return {State::kFailed, "BrokerRestartsExhausted",
-            "a follower index was lost more than spec.brokerRestarts (" +
-                std::to_string(mc.spec.broker_restarts) +
-                ") times; raise it or find why its pods fail (" + message +
-                ")"};
-  }
-  return {State::kFailed, std::move(reason), std::move(message)};
+  return {State::kFailed, condition.value("reason", "JobFailed"),
+          condition.value("message", "the Job failed")};
 }
 
 Verdict FromJob(const MiniCluster& mc, const json& job,
-                const std::optional<WorkloadSummary>& wl) {
+                const std::optional<WorkloadSummary>& wl,
+                const std::vector<json>* pods) {
   for (const char* type : {"Failed", "FailureTarget"}) {
     if (ConditionTrue(job, type)) {
-      return FailedVerdict(mc, *FindCondition(job, type));
+      return FailedVerdict(mc, *FindCondition(job, type), pods);
     }
   }
   // SuccessCriteriaMet comes first (index 0 succeeded); Complete follows
@@ -346,7 +340,7 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
   if (workload != nullptr) wl = SummarizeWorkload(*workload);
   Verdict verdict{State::kPending, "CreatingJob",
                   "the controller is creating the Job"};
-  if (job != nullptr) verdict = FromJob(mc, *job, wl);
+  if (job != nullptr) verdict = FromJob(mc, *job, wl, pods);
 
   json status{{"observedGeneration", mc.generation},
               {"state", StateName(verdict.state)},

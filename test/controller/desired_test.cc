@@ -53,13 +53,13 @@ TEST(DesiredJob, ReplacesLostFollowersAndFailsOnALostLead) {
   EXPECT_EQ(spec["backoffLimitPerIndex"], kDefaultBrokerRestarts);
   EXPECT_EQ(spec["maxFailedIndexes"], 0);
   EXPECT_EQ(spec["podFailurePolicy"], json::parse(R"({"rules": [
-    {"action": "FailJob", "onExitCodes": {"containerName": "flux-broker",
+    {"action": "FailIndex", "onExitCodes": {"containerName": "flux-broker",
      "operator": "In", "values": [76]}},
     {"action": "Ignore", "onPodConditions": [
      {"type": "DisruptionTarget", "status": "True"}]},
     {"action": "Count", "onExitCodes": {"containerName": "flux-broker",
      "operator": "In", "values": [75, 137]}},
-    {"action": "FailJob", "onExitCodes": {"containerName": "flux-broker",
+    {"action": "FailIndex", "onExitCodes": {"containerName": "flux-broker",
      "operator": "NotIn", "values": [0, 75, 137]}}]})"));
   object["spec"]["brokerRestarts"] = 0;
   EXPECT_EQ(DesiredJob(Parse(object),

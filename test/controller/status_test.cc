@@ -252,39 +252,44 @@ TEST(Status, FailedJobIsFailedWithItsReason) {
   EXPECT_EQ(Find(status, "Failed")["reason"], "BackoffLimitExceeded");
 }
 
-TEST(Status, LeadLostByPodFailurePolicyIsLeadBrokerLost) {
-  const json job =
-      Job(false, json::array({Condition(
-                     "Failed", "True", "PodFailurePolicy",
-                     "Container flux-broker for pod ns/mc-0-x failed with exit "
-                     "code 76 matching FailJob rule at index 0")}));
-  const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
-  ExpectOnlyTrue(status, "Failed");
-  EXPECT_EQ(Find(status, "Failed")["reason"], "LeadBrokerLost");
-  EXPECT_NE(
-      Find(status, "Failed")["message"].get<std::string>().find("exit code 76"),
-      std::string::npos);
+json FailedPod(int index, int exit_code) {
+  return json{
+      {"metadata",
+       {{"labels",
+         {{"batch.kubernetes.io/job-completion-index",
+           std::to_string(index)}}}}},
+      {"status",
+       {{"phase", "Failed"},
+        {"containerStatuses",
+         json::array(
+             {{{"name", "flux-broker"},
+               {"state", {{"terminated", {{"exitCode", exit_code}}}}}}})}}}};
 }
 
-TEST(Status, TheLeadsProgramFailingKeepsTheJobsReason) {
+// An index failed the Job (maxFailedIndexes 0): the pods say which and how.
+TEST(Status, AFailedIndexIsSaidInTheMiniClustersWords) {
   const json job =
-      Job(false, json::array({Condition(
-                     "Failed", "True", "PodFailurePolicy",
-                     "Container flux-broker for pod ns/mc-0-x failed with exit "
-                     "code 3 matching FailJob rule at index 3")}));
-  const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
-  EXPECT_EQ(Find(status, "Failed")["reason"], "PodFailurePolicy");
-}
-
-TEST(Status, AFailedIndexIsBrokerRestartsExhausted) {
-  const json job =
-      Job(false, json::array({Condition("Failed", "True", "FailedIndexes",
-                                        "Job has failed indexes")}));
-  const json status = ComputeStatus(Mc(), &job, nullptr, kNow);
-  EXPECT_EQ(Find(status, "Failed")["reason"], "BrokerRestartsExhausted");
-  EXPECT_NE(Find(status, "Failed")["message"].get<std::string>().find(
-                "spec.brokerRestarts (3)"),
-            std::string::npos);
+      Job(false,
+          json::array({Condition("Failed", "True", "MaxFailedIndexesExceeded",
+                                 "Job has exceeded the specified maximal "
+                                 "number of failed indexes")}));
+  auto reason = [&](const std::vector<json>& pods) {
+    return Find(ComputeStatus(Mc(), &job, nullptr, kNow, &pods),
+                "Failed")["reason"]
+        .get<std::string>();
+  };
+  EXPECT_EQ(reason({FailedPod(1, 75), FailedPod(0, 76)}), "LeadBrokerLost");
+  EXPECT_EQ(reason({FailedPod(1, 75), FailedPod(0, 3)}), "CommandFailed");
+  EXPECT_EQ(reason({FailedPod(2, 75), FailedPod(2, 137), FailedPod(2, 75),
+                    FailedPod(2, 75)}),
+            "BrokerRestartsExhausted");
+  EXPECT_EQ(reason({FailedPod(2, 75)}), "MaxFailedIndexesExceeded")
+      << "the pods do not say: the Job's reason";
+  const std::vector<json> pods = {FailedPod(0, 3)};
+  EXPECT_EQ(Find(ComputeStatus(Mc(), &job, nullptr, kNow, &pods),
+                 "Failed")["message"],
+            "the lead broker's command exited 3 (kubectl logs job/NAME shows "
+            "its output)");
 }
 
 TEST(Status, NoJobYetIsPending) {

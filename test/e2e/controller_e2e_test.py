@@ -85,7 +85,7 @@ def check_job(job, mc, owner_attr):
     check_eq((spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")),
              (mc["spec"].get("brokerRestarts", 3), 0), "Job backoffLimitPerIndex, maxFailedIndexes")
     check_eq([r["action"] for r in spec.get("podFailurePolicy", {}).get("rules", [])],
-             ["FailJob", "Ignore", "Count", "FailJob"], "Job podFailurePolicy actions")
+             ["FailIndex", "Ignore", "Count", "FailIndex"], "Job podFailurePolicy actions")
     pod = spec["template"]["spec"]
     check_eq(pod.get("subdomain"), name, "pod subdomain")
     check_eq(pod.get("restartPolicy"), "Never", "pod restartPolicy")

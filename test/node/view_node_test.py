@@ -64,10 +64,10 @@ def all_view_mounts():
         return [l for l in f if "/volumes/kubernetes.io~csi/flux-view/mount" in l]
 
 
-def run_ephemeral(ns, name, image, size, command, timeout=240):
+def run_ephemeral(ns, name, image, size, command, timeout=240, **spec):
     """Creates an ephemeral MiniCluster and waits for its end; index 0's log."""
     t0 = time.monotonic()
-    apply(minicluster(name, ns, size, command, image=image))
+    apply(minicluster(name, ns, size, command, image=image, **spec))
     uids = set()
 
     def ended():
@@ -168,11 +168,15 @@ def test_busybox_persistent_and_driver_kill(work):
 
 
 def test_mpi(work):
-    """MPICH's own program, launched by Flux's PMI: six ranks on three hosts."""
+    """MPICH's own program, launched by Flux's PMI: six ranks on three hosts.
+    Flux schedules the cores the pod was granted (its CPU limit, here 2 each;
+    the request stays small so three pods fit the test node)."""
     ns = "view-mpi"
     create_namespace(ns)
     out = run_ephemeral(ns, "mpi", app("app-mpich"), 3,
-                        ["flux", "run", "-N3", "-n6", "/usr/local/bin/mpi-hello"])
+                        ["flux", "run", "-N3", "-n6", "/usr/local/bin/mpi-hello"],
+                        resources={"requests": {"cpu": "100m", "memory": "64Mi"},
+                                   "limits": {"cpu": "2"}})
     ranks = re.findall(r"rank (\d+) of (\d+) on (\S+)", out)
     check_eq(sorted(int(r) for r, _, _ in ranks), list(range(6)), f"MPI ranks: {out[-1200:]}")
     check_eq({n for _, n, _ in ranks}, {"6"}, "MPI world size")
