@@ -208,4 +208,22 @@ IndexFailure WhyAnIndexFailed(const std::vector<json>& pods,
   return {};
 }
 
+IndexFailure WhyAFailedIndexIsGone(const std::string& failed_indexes,
+                                   int broker_restarts) {
+  if (failed_indexes.empty()) return {};
+  const std::string first =
+      failed_indexes.substr(0, failed_indexes.find_first_of(",-"));
+  if (first == "0") {
+    return {"LeadBrokerLost",
+            "the lead broker (index 0) was lost and its pod is gone (deleted "
+            "or evicted), and its Flux instance with it; recreate the "
+            "MiniCluster to start a new one"};
+  }
+  return {"BrokerRestartsExhausted", "index " + failed_indexes +
+                                         " failed and its pods are gone: lost "
+                                         "more than spec.brokerRestarts (" +
+                                         std::to_string(broker_restarts) +
+                                         ") times"};
+}
+
 }  // namespace fcc::controller

@@ -31,4 +31,11 @@ struct IndexFailure {
 IndexFailure WhyAnIndexFailed(const std::vector<nlohmann::json>& pods,
                               int broker_restarts);
 
+// The same when the failed index's pods are gone (deleted or evicted: a
+// stopped pod is removed), from the Job's status.failedIndexes ("0,2-3"):
+// index 0 is the lead lost (its program's failure keeps its pod), another
+// index was lost past spec.brokerRestarts.
+IndexFailure WhyAFailedIndexIsGone(const std::string& failed_indexes,
+                                   int broker_restarts);
+
 }  // namespace fcc::controller

@@ -69,12 +69,20 @@ struct Verdict {
 // Why the Job failed: an index failed (desired.cc, BrokerFailurePolicy),
 // said in the MiniCluster's words when its pods show which and how, else
 // the Job's own reason.
-Verdict FailedVerdict(const MiniCluster& mc, const json& condition,
-                      const std::vector<json>* pods) {
+Verdict FailedVerdict(const MiniCluster& mc, const json& job,
+                      const json& condition, const std::vector<json>* pods) {
   const std::string& reason = kube::StringAt(condition, "reason");
-  if (pods != nullptr &&
-      (reason == "MaxFailedIndexesExceeded" || reason == "FailedIndexes")) {
-    IndexFailure why = WhyAnIndexFailed(*pods, mc.spec.broker_restarts);
+  if (reason == "MaxFailedIndexesExceeded" || reason == "FailedIndexes") {
+    IndexFailure why = pods != nullptr
+                           ? WhyAnIndexFailed(*pods, mc.spec.broker_restarts)
+                           : IndexFailure{};
+    if (why.reason.empty()) {
+      // A deleted or evicted pod is gone once it stopped: the Job's failed
+      // indexes still say which.
+      why = WhyAFailedIndexIsGone(
+          kube::StringAt(kube::FieldAt(job, "status"), "failedIndexes"),
+          mc.spec.broker_restarts);
+    }
     if (!why.reason.empty()) {
       return {State::kFailed, std::move(why.reason), std::move(why.message)};
     }
@@ -88,7 +96,7 @@ Verdict FromJob(const MiniCluster& mc, const json& job,
                 const std::vector<json>* pods) {
   for (const char* type : {"Failed", "FailureTarget"}) {
     if (ConditionTrue(job, type)) {
-      return FailedVerdict(mc, *FindCondition(job, type), pods);
+      return FailedVerdict(mc, job, *FindCondition(job, type), pods);
     }
   }
   // SuccessCriteriaMet comes first (index 0 succeeded); Complete follows

@@ -284,7 +284,19 @@ TEST(Status, AFailedIndexIsSaidInTheMiniClustersWords) {
                     FailedPod(2, 75)}),
             "BrokerRestartsExhausted");
   EXPECT_EQ(reason({FailedPod(2, 75)}), "MaxFailedIndexesExceeded")
-      << "the pods do not say: the Job's reason";
+      << "neither the pods nor the Job say: the Job's reason";
+  EXPECT_EQ(reason({}), "MaxFailedIndexesExceeded") << "no failed index";
+  json lead_gone = job;
+  lead_gone["status"]["failedIndexes"] = "0";
+  const std::vector<json> none;
+  EXPECT_EQ(Find(ComputeStatus(Mc(), &lead_gone, nullptr, kNow, &none),
+                 "Failed")["reason"],
+            "LeadBrokerLost")
+      << "a deleted lead's pod is gone: the Job's failed indexes say which";
+  lead_gone["status"]["failedIndexes"] = "2-3";
+  EXPECT_EQ(Find(ComputeStatus(Mc(), &lead_gone, nullptr, kNow, &none),
+                 "Failed")["reason"],
+            "BrokerRestartsExhausted");
   const std::vector<json> pods = {FailedPod(0, 3)};
   EXPECT_EQ(Find(ComputeStatus(Mc(), &job, nullptr, kNow, &pods),
                  "Failed")["message"],
