@@ -14,20 +14,6 @@ using nlohmann::json;
 
 constexpr char kIndexLabel[] = "batch.kubernetes.io/job-completion-index";
 
-const json* ConditionOf(const json& pod, const std::string& type) {
-  const json& conditions =
-      kube::FieldAt(kube::FieldAt(pod, "status"), "conditions");
-  if (!conditions.is_array()) return nullptr;
-  for (const json& c : conditions) {
-    if (kube::StringAt(c, "type") == type) return &c;
-  }
-  return nullptr;
-}
-
-bool IsTrue(const json* condition) {
-  return condition != nullptr && kube::StringAt(*condition, "status") == "True";
-}
-
 const json& BrokerTerminated(const json& pod) {
   const json& statuses =
       kube::FieldAt(kube::FieldAt(pod, "status"), "containerStatuses");
@@ -54,8 +40,9 @@ std::string Disruption(const std::string& reason) {
 
 // What one pod that is not a ready broker says; empty if nothing yet.
 std::string WhyDown(const json& pod) {
-  if (const json* d = ConditionOf(pod, "DisruptionTarget"); IsTrue(d)) {
-    return Disruption(kube::StringAt(*d, "reason"));
+  if (kube::ConditionTrue(pod, "DisruptionTarget")) {
+    return Disruption(kube::StringAt(
+        *kube::FindCondition(pod, "DisruptionTarget"), "reason"));
   }
   const json& terminated = BrokerTerminated(pod);
   if (kube::StringAt(terminated, "reason") == "OOMKilled") return "OOMKilled";
@@ -72,7 +59,7 @@ std::string WhyDown(const json& pod) {
 }
 
 bool ReadyBroker(const json& pod) {
-  return IsTrue(ConditionOf(pod, "Ready")) &&
+  return kube::ConditionTrue(pod, "Ready") &&
          !kube::FieldAt(pod, "metadata").contains("deletionTimestamp");
 }
 
@@ -115,7 +102,7 @@ void TrimPodForCache(json& pod) {
     status["phase"] = phase;
   }
   for (const char* type : {"Ready", "DisruptionTarget"}) {
-    if (const json* c = ConditionOf(pod, type); c != nullptr) {
+    if (const json* c = kube::FindCondition(pod, type); c != nullptr) {
       json kept{{"type", type}, {"status", kube::StringAt(*c, "status")}};
       if (c->contains("reason")) kept["reason"] = (*c)["reason"];
       status["conditions"].push_back(std::move(kept));

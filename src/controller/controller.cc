@@ -32,10 +32,12 @@ Controller::Controller(ControllerConfig config, Watches& watches,
   watches_.jobs().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) { EnqueueJob(o); });
   watches_.pods().AddEventHandler(
-      [this](kube::WatchEvent::Type, const json& o) { EnqueuePodOwner(o); });
+      [this](kube::WatchEvent::Type, const json& o) {
+        EnqueueMiniClusterOfJob(o);
+      });
   watches_.workloads().AddEventHandler(
       [this](kube::WatchEvent::Type, const json& o) {
-        EnqueueWorkloadOwner(o);
+        EnqueueMiniClusterOfJob(o);
       });
 }
 
@@ -63,21 +65,10 @@ void Controller::EnqueueJob(const json& job) {
   EnqueueOwner(job);
 }
 
-void Controller::EnqueueWorkloadOwner(const json& workload) {
-  // A Workload is owned by the Job, which has the MiniCluster's name.
-  const std::string job = kube::ControllerOwnerName(workload, "Job");
+void Controller::EnqueueMiniClusterOfJob(const json& object) {
+  const std::string job = kube::ControllerOwnerName(object, "Job");
   if (job.empty()) return;
-  const std::string key =
-      kube::ObjectMeta(workload).namespace_name() + "/" + job;
-  if (watches_.caches().miniclusters.Get(key)) queue_.Add(key);
-}
-
-void Controller::EnqueuePodOwner(const json& pod) {
-  // A broker pod's Job has the MiniCluster's name; only MiniClusters read
-  // their pods (not a MultiKueue worker's copied Jobs).
-  const std::string job = kube::ControllerOwnerName(pod, "Job");
-  if (job.empty()) return;
-  const std::string key = kube::ObjectMeta(pod).namespace_name() + "/" + job;
+  const std::string key = kube::ObjectMeta(object).namespace_name() + "/" + job;
   if (watches_.caches().miniclusters.Get(key)) queue_.Add(key);
 }
 

@@ -40,9 +40,10 @@ class Controller {
   void EnqueueOwner(const nlohmann::json& object);
   // A Job MultiKueue copied here (copied_job.h) is its own key.
   void EnqueueJob(const nlohmann::json& job);
-  // A Workload: the MiniCluster of its Job.
-  void EnqueuePodOwner(const nlohmann::json& pod);
-  void EnqueueWorkloadOwner(const nlohmann::json& workload);
+  // A Workload or broker pod: the MiniCluster of the Job that owns it (the
+  // Job has the MiniCluster's name), if there is one (not a MultiKueue
+  // worker's copied Job).
+  void EnqueueMiniClusterOfJob(const nlohmann::json& object);
 
   // False if `stop` came first.
   bool WaitForCacheSync(common::StopSignal& stop) const;

@@ -129,8 +129,6 @@ std::vector<EventSpec> EventsFor(const Phase& before, const Phase& after,
   return {};
 }
 
-}  // namespace
-
 // The Degraded condition (status.h): true while a broker is lost.
 const json* DegradedOf(const json& status) {
   const json& conditions = kube::FieldAt(status, "conditions");
@@ -160,6 +158,8 @@ std::optional<EventSpec> BrokerEvent(const json& before, const json& after) {
   }
   return std::nullopt;
 }
+
+}  // namespace
 
 std::vector<EventSpec> StatusEvents(const json& before, const json& after,
                                     bool queued) {

@@ -18,21 +18,8 @@ constexpr char kJobUidLabel[] = "kueue.x-k8s.io/job-uid";
 constexpr const char* kConditionTypes[] = {"Queued", "Running", "Succeeded",
                                            "Failed"};
 
-const json* FindCondition(const json& object, const std::string& type) {
-  auto status = object.find("status");
-  if (status == object.end()) return nullptr;
-  auto conditions = status->find("conditions");
-  if (conditions == status->end() || !conditions->is_array()) return nullptr;
-  for (const auto& c : *conditions) {
-    if (c.value("type", "") == type) return &c;
-  }
-  return nullptr;
-}
-
-bool ConditionTrue(const json& object, const std::string& type) {
-  const json* c = FindCondition(object, type);
-  return c != nullptr && c->value("status", "") == "True";
-}
+using kube::ConditionTrue;
+using kube::FindCondition;
 
 // " on worker cluster <name>" when MultiKueue dispatched the Job.
 std::string OnCluster(const WorkloadSummary& wl) {

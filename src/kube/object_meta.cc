@@ -75,4 +75,18 @@ bool ControlledBy(const json& object, std::string_view uid) {
   return ref && ref->uid == uid;
 }
 
+const json* FindCondition(const json& object, std::string_view type) {
+  const json& conditions = FieldAt(FieldAt(object, "status"), "conditions");
+  if (!conditions.is_array()) return nullptr;
+  for (const json& c : conditions) {
+    if (StringAt(c, "type") == type) return &c;
+  }
+  return nullptr;
+}
+
+bool ConditionTrue(const json& object, std::string_view type) {
+  const json* c = FindCondition(object, type);
+  return c != nullptr && StringAt(*c, "status") == "True";
+}
+
 }  // namespace fcc::kube

@@ -63,4 +63,10 @@ const std::string& StringAt(const nlohmann::json& object,
 const nlohmann::json& FieldAt(const nlohmann::json& object,
                               std::string_view field);
 
+// The condition of `type` in `object`'s status.conditions, or nullptr; and
+// whether it is "True".
+const nlohmann::json* FindCondition(const nlohmann::json& object,
+                                    std::string_view type);
+bool ConditionTrue(const nlohmann::json& object, std::string_view type);
+
 }  // namespace fcc::kube
