@@ -85,6 +85,14 @@ json JobMetadata(const MiniCluster& mc) {
       metadata["labels"][key] = it->second;
     }
   }
+  // Kueue's partial admission: it may admit minSize..size pods and sets
+  // parallelism and (with the second annotation) completions to the count.
+  // Kueue refuses a minimum not below the pod count.
+  if (mc.MinSize() < mc.spec.size) {
+    metadata["annotations"] = {
+        {kMinParallelismAnnotation, std::to_string(mc.MinSize())},
+        {kCompletionsEqualParallelismAnnotation, "true"}};
+  }
   return metadata;
 }
 
@@ -249,6 +257,23 @@ std::string KeyIdOfJob(const json& job) {
   return "";
 }
 
+json FluxResourcesOfJob(const json& job) {
+  const json& containers = kube::FieldAt(
+      kube::FieldAt(kube::FieldAt(kube::FieldAt(job, "spec"), "template"),
+                    "spec"),
+      "containers");
+  if (!containers.is_array()) return nullptr;
+  for (const auto& c : containers) {
+    if (kube::StringAt(c, "name") != kBrokerContainerName) continue;
+    const BrokerResources grant =
+        BrokerResourcesOf(kube::FieldAt(c, "resources"));
+    if (grant.cores == 0) return json{{"source", "node"}};
+    return json{
+        {"source", "pod"}, {"cores", grant.cores}, {"gpus", grant.gpus}};
+  }
+  return nullptr;
+}
+
 std::string FluxLocalUri(const DesiredOptions& opts) {
   return "local://" + FluxRunDir(opts) + "/local";
 }
@@ -355,7 +380,15 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
     toml += "cores = \"" + IdRange(grant.cores) + "\"\n";
     if (grant.gpus > 0) toml += "gpus = \"" + IdRange(grant.gpus) + "\"\n";
   }
+  toml += "[tbon]\ntopo = \"" + TbonTopo(mc) + "\"\n";
   return toml;
+}
+
+std::string TbonTopo(const MiniCluster& mc) {
+  if (!mc.spec.tbon_topo.empty()) return mc.spec.tbon_topo;
+  return mc.spec.size <= kFlatTreeMaxSize
+             ? "kary:0"
+             : "kary:" + std::to_string(kTreeFanout);
 }
 
 namespace {
@@ -428,6 +461,11 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
             " -Sstatedir=" + FluxRunDir(opts) + "/state" +
             " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
             " -Slocal-uri=" + FluxLocalUri(opts);
+  // Kueue may admit fewer brokers (partial admission): the instance starts
+  // with minSize online, the ranks not admitted stay down.
+  if (mc.MinSize() < mc.spec.size) {
+    script += " -Sbroker.quorum=" + std::to_string(mc.MinSize());
+  }
   if (mc.ephemeral()) {
     // Only rank 0 runs the initial program; when it exits the instance
     // shuts down and every follower broker exits 0.

@@ -80,6 +80,13 @@ nlohmann::json CommonLabels(const MiniCluster& mc);
 // how brokers reach each other through the headless Service.
 std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
 
+// Flux's tree (tbon.topo) for `mc`: spec.tbonTopo, else flat (kary:0,
+// rank 0 the parent of all) up to kFlatTreeMaxSize brokers and a
+// kTreeFanout-ary tree above (docs/performance.md, "The broker tree").
+inline constexpr int32_t kFlatTreeMaxSize = 32;
+inline constexpr int32_t kTreeFanout = 32;
+std::string TbonTopo(const MiniCluster& mc);
+
 // The view a MiniCluster's pods mount; "" when its image brings Flux.
 std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);
 
@@ -99,6 +106,12 @@ struct BrokerResources {
   int gpus = 0;
 };
 BrokerResources BrokerResourcesOf(const nlohmann::json& resources);
+
+// What each of a Job's brokers gives Flux (status.fluxResources):
+// {"source": "pod", "cores": N, "gpus": M} from the broker container's
+// grant, or {"source": "node"} when it has no CPU limit or request and
+// Flux sees the node's hwloc view; null without a broker container.
+nlohmann::json FluxResourcesOfJob(const nlohmann::json& job);
 
 // The headless Service (full server-side-apply body; the controller owns
 // all of it).

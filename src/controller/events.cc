@@ -115,7 +115,19 @@ std::vector<EventSpec> EventsFor(const Phase& before, const Phase& after,
   }
   if (after.state == "Queued")
     return {QueuedEvent(before, after, status, queued)};
-  if (after.state == "Running") return {RunningEvent(status, queued)};
+  if (after.state == "Running") {
+    std::vector<EventSpec> events{RunningEvent(status, queued)};
+    if (kube::StringAt(kube::FieldAt(status, "fluxResources"), "source") ==
+        "node") {
+      events.push_back(
+          {"Warning", "NoResourceRequest", "Reconcile",
+           "the broker container has no CPU limit or request, so each broker "
+           "gives Flux every core and GPU of its node (hwloc), not what was "
+           "admitted; set spec.resources.limits.cpu (and nvidia.com/gpu or "
+           "amd.com/gpu) to what one broker may use"});
+    }
+    return events;
+  }
   if (after.state == "Succeeded") {
     return {{"Normal", "Completed", "Reconcile",
              after.message + " (" + after.reason + ")"}};

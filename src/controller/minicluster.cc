@@ -179,6 +179,31 @@ void ReadFluxSource(const json& spec, MiniClusterSpec& s, Errors& errors) {
   }
 }
 
+void ReadMinSizeAndTopo(const json& spec, MiniClusterSpec& s, Errors& errors) {
+  int32_t min_size = 0;
+  if (auto it = spec.find("minSize"); it != spec.end() && !it->is_null()) {
+    ReadInt(spec, "minSize", &min_size, &errors);
+    if (min_size < 1 || min_size > s.size) {
+      errors.push_back("spec.minSize: must be between 1 and spec.size (" +
+                       std::to_string(s.size) + "), got " + it->dump() +
+                       "; omit it to start only with every broker");
+    } else {
+      s.min_size = min_size;
+    }
+  }
+  s.tbon_topo = spec.value("tbonTopo", "");
+  // It lands in the broker config; Flux's own topologies but custom, which
+  // needs per-host parents the controller does not write.
+  static const std::regex kTopo(
+      R"(^(kary:[0-9]{1,6}|binomial|mincrit(:[0-9]{1,6})?)$)");
+  if (!s.tbon_topo.empty() && !std::regex_match(s.tbon_topo, kTopo)) {
+    errors.push_back(
+        "spec.tbonTopo: must be a Flux tree topology: kary:K (kary:0 is "
+        "flat), binomial or mincrit[:K], got \"" +
+        s.tbon_topo + "\"; omit it to have one chosen by size");
+  }
+}
+
 void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
   ReadInt(spec, "brokerPort", &s.broker_port, &errors);
   if (s.broker_port < 1 || s.broker_port > 65535) {
@@ -191,6 +216,7 @@ void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
                      std::to_string(kMaxBrokerRestarts) + ", got " +
                      std::to_string(s.broker_restarts));
   }
+  ReadMinSizeAndTopo(spec, s, errors);
   if (auto suspend = spec.find("suspend");
       suspend != spec.end() && !suspend->is_null()) {
     if (!suspend->is_boolean()) {
@@ -532,6 +558,10 @@ std::string MiniCluster::QueueName() const {
   return it == labels.end() ? std::string() : it->second;
 }
 
+int32_t MiniCluster::MinSize() const {
+  return QueueName().empty() ? spec.size : spec.min_size.value_or(spec.size);
+}
+
 std::string ParseResult::ErrorText() const {
   std::string text;
   for (const auto& e : errors) {
@@ -613,10 +643,26 @@ void TrimMiniClusterForCache(json& object) {
 const KnownFields& MiniClusterFields() {
   static const KnownFields kFields{
       .top = {"apiVersion", "kind", "metadata", "spec", "status"},
-      .spec = {"size", "image", "command", "resources", "env", "fluxUser",
-               "flux", "brokerPort", "brokerRestarts", "suspend",
-               "connectTimeout", "podLabels", "podAnnotations", "nodeSelector",
-               "tolerations", "affinity", "serviceAccountName", "volumes",
+      .spec = {"size",
+               "image",
+               "command",
+               "resources",
+               "env",
+               "fluxUser",
+               "flux",
+               "brokerPort",
+               "brokerRestarts",
+               "minSize",
+               "tbonTopo",
+               "suspend",
+               "connectTimeout",
+               "podLabels",
+               "podAnnotations",
+               "nodeSelector",
+               "tolerations",
+               "affinity",
+               "serviceAccountName",
+               "volumes",
                "volumeMounts"},
       .flux_user = {"uid", "gid"},
       .flux = {"view", "fromImage"},

@@ -25,6 +25,11 @@ inline constexpr char kPriorityClassLabel[] = "kueue.x-k8s.io/priority-class";
 // bounds a persistent MiniCluster's hold on quota (docs/kueue.md).
 inline constexpr char kMaxExecTimeLabel[] =
     "kueue.x-k8s.io/max-exec-time-seconds";
+// Kueue's partial admission of a batch/v1 Job (pkg/controller/jobs/job).
+inline constexpr char kMinParallelismAnnotation[] =
+    "kueue.x-k8s.io/job-min-parallelism";
+inline constexpr char kCompletionsEqualParallelismAnnotation[] =
+    "kueue.x-k8s.io/job-completions-equal-parallelism";
 // The MiniCluster's labels that the controller reads (and copies).
 inline constexpr std::array<const char*, 3> kKueueLabels = {
     kQueueNameLabel, kPriorityClassLabel, kMaxExecTimeLabel};
@@ -108,6 +113,13 @@ struct MiniClusterSpec {
   FluxSource flux;
   int32_t broker_port = kDefaultBrokerPort;
   int32_t broker_restarts = kDefaultBrokerRestarts;
+  // The fewest brokers a queued MiniCluster may start with (spec.minSize):
+  // Kueue's partial admission for the Job, Flux's broker.quorum for the
+  // instance. Unset: size.
+  std::optional<int32_t> min_size;
+  // Flux's tbon.topo (spec.tbonTopo): kary:K, binomial or mincrit[:K].
+  // Empty: chosen by size (desired.h, TbonTopo).
+  std::string tbon_topo;
   bool suspend = false;
   std::string connect_timeout = kDefaultConnectTimeout;
   PodFields pod;
@@ -125,6 +137,9 @@ struct MiniCluster {
   bool ephemeral() const { return spec.command.has_value(); }
   // The Kueue queue the MiniCluster asks for, empty when unqueued.
   std::string QueueName() const;
+  // The fewest brokers it may start with: spec.minSize when queued (Kueue
+  // may admit fewer than size), else size.
+  int32_t MinSize() const;
 };
 
 struct ParseResult {

@@ -43,6 +43,7 @@ json TemplateSkeleton(const json& job) {
       if (kube::StringAt(c, "name") != kBrokerContainerName) continue;
       json kept{{"name", kBrokerContainerName}};
       if (c.contains("ports")) kept["ports"] = c["ports"];
+      if (c.contains("resources")) kept["resources"] = c["resources"];
       skeleton["containers"] = json::array({std::move(kept)});
     }
   }

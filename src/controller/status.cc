@@ -47,6 +47,15 @@ std::string PendingChecks(const json& status) {
   return text;
 }
 
+// The brokers the running Job has: spec.size, or fewer when Kueue admitted
+// fewer (partial admission sets the Job's parallelism).
+int AdmittedSize(const MiniCluster& mc, const json& job) {
+  const json& parallelism =
+      kube::FieldAt(kube::FieldAt(job, "spec"), "parallelism");
+  if (!parallelism.is_number_integer()) return mc.spec.size;
+  return std::clamp(parallelism.get<int>(), 0, mc.spec.size);
+}
+
 struct Verdict {
   State state;
   std::string reason;
@@ -124,8 +133,14 @@ Verdict FromJob(const MiniCluster& mc, const json& job,
   const json status = job.value("status", json::object());
   const int active = status.value("active", 0);
   const int ready = status.value("ready", 0);
+  const int admitted = AdmittedSize(mc, job);
+  const std::string partial =
+      admitted < mc.spec.size
+          ? std::to_string(admitted) + " of " + std::to_string(mc.spec.size) +
+                " brokers admitted (Kueue partial admission); "
+          : "";
   return {State::kRunning, "JobRunning",
-          std::to_string(active) + " of " + std::to_string(mc.spec.size) +
+          partial + std::to_string(active) + " of " + std::to_string(admitted) +
               " broker pods active, " + std::to_string(ready) + " ready" +
               (wl ? OnCluster(*wl) : "")};
 }
@@ -180,15 +195,16 @@ std::string DownText(const std::vector<json>* pods, int size) {
 // broker was up once (not while the instance wires up); True until all are
 // ready again, as a replaced broker rejoins.
 json DegradedCondition(const MiniCluster& mc, const Verdict& verdict, int ready,
-                       const std::vector<json>* pods, const std::string& now) {
+                       int admitted, const std::vector<json>* pods,
+                       const std::string& now) {
   const json& previous = mc.status;
-  const bool was_whole = previous.is_object() &&
-                         previous.value("brokersReady", -1) == mc.spec.size;
+  const bool was_whole =
+      previous.is_object() && previous.value("brokersReady", -1) == admitted;
   const bool degraded =
-      verdict.state == State::kRunning && ready < mc.spec.size &&
+      verdict.state == State::kRunning && ready < admitted &&
       (was_whole || StatusConditionTrue(previous, "Degraded"));
   const std::string of_size =
-      std::to_string(ready) + " of " + std::to_string(mc.spec.size);
+      std::to_string(ready) + " of " + std::to_string(admitted);
   json c{
       {"type", "Degraded"},
       {"status", degraded ? "True" : "False"},
@@ -197,7 +213,7 @@ json DegradedCondition(const MiniCluster& mc, const Verdict& verdict, int ready,
                  : verdict.state == State::kRunning ? "Brokers"
                                                     : StateName(verdict.state)},
       {"message",
-       degraded ? of_size + " brokers ready" + DownText(pods, mc.spec.size) +
+       degraded ? of_size + " brokers ready" + DownText(pods, admitted) +
                       ": a lost broker pod is replaced under its index and "
                       "rejoins the instance"
        : verdict.state == State::kRunning
@@ -342,16 +358,24 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
               {"jobName", JobName(mc)},
               {"conditions", Conditions(mc, verdict, now)}};
   int ready = 0;
+  int admitted = mc.spec.size;
   if (job != nullptr && verdict.state == State::kRunning) {
     const json& count = kube::FieldAt(kube::FieldAt(*job, "status"), "ready");
     ready = count.is_number_integer() ? count.get<int>() : 0;
+    admitted = AdmittedSize(mc, *job);
     status["brokersReady"] = ready;
+    status["brokersAdmitted"] = admitted;
     status["brokers"] =
-        std::to_string(ready) + "/" + std::to_string(mc.spec.size);
+        std::to_string(ready) + "/" + std::to_string(admitted) +
+        (admitted < mc.spec.size ? " (of " + std::to_string(mc.spec.size) + ")"
+                                 : "");
   }
   status["conditions"].push_back(
-      DegradedCondition(mc, verdict, ready, pods, now));
+      DegradedCondition(mc, verdict, ready, admitted, pods, now));
   if (job != nullptr) {
+    if (json resources = FluxResourcesOfJob(*job); !resources.is_null()) {
+      status["fluxResources"] = std::move(resources);
+    }
     // Pinned at the Job's create: what operators check before retiring a key.
     if (std::string key_id = KeyIdOfJob(*job); !key_id.empty()) {
       status["keyId"] = std::move(key_id);
@@ -374,7 +398,8 @@ json InvalidSpecStatus(const MiniCluster& mc, const std::string& errors,
                        const std::string& now) {
   Verdict verdict{State::kFailed, "InvalidSpec", errors};
   json conditions = Conditions(mc, verdict, now);
-  conditions.push_back(DegradedCondition(mc, verdict, 0, nullptr, now));
+  conditions.push_back(
+      DegradedCondition(mc, verdict, 0, mc.spec.size, nullptr, now));
   return json{{"observedGeneration", mc.generation},
               {"state", StateName(State::kFailed)},
               {"conditions", std::move(conditions)}};

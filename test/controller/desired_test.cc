@@ -407,7 +407,9 @@ TEST(FluxBrokerConfig, BootstrapsFromTheCsiCertAndServiceDns) {
       "default_port = 8050\n"
       "default_bind = \"tcp://0.0.0.0:%p\"\n"
       "default_connect = \"tcp://%h.demo.science.svc.example.org:%p\"\n"
-      "hosts = [{ host = \"demo-[0-3]\" }]\n";
+      "hosts = [{ host = \"demo-[0-3]\" }]\n"
+      "[tbon]\n"
+      "topo = \"kary:0\"\n";
   ASSERT_GE(toml.size(), expected_tail.size());
   EXPECT_EQ(toml.substr(toml.size() - expected_tail.size()), expected_tail)
       << toml;
@@ -502,6 +504,82 @@ TEST(FluxBrokerConfig, DeclaresEachRanksGrant) {
   EXPECT_EQ(
       FluxBrokerConfig(Parse(object), DesiredOptions{}).find("[resource]"),
       std::string::npos);
+}
+
+// Fractions round up; a request alone counts when there is no limit; no CPU
+// at all keeps hwloc's view (no [resource] table).
+TEST(FluxBrokerConfig, RoundsFractionsUpAndFallsBackToTheRequest) {
+  auto resource_of = [](const char* resources) {
+    json object = MiniClusterObject();
+    object["spec"]["resources"] = json::parse(resources);
+    const std::string toml = FluxBrokerConfig(Parse(object), DesiredOptions{});
+    const size_t at = toml.find("cores = ");
+    return at == std::string::npos ? std::string("none")
+                                   : toml.substr(at, toml.find('\n', at) - at);
+  };
+  EXPECT_EQ(resource_of(R"({"requests": {"cpu": "1500m"}})"),
+            "cores = \"0-1\"");
+  EXPECT_EQ(resource_of(R"({"requests": {"cpu": "100m"}})"), "cores = \"0\"");
+  EXPECT_EQ(
+      resource_of(R"({"requests": {"cpu": "8"}, "limits": {"cpu": "2"}})"),
+      "cores = \"0-1\"");
+  EXPECT_EQ(resource_of(R"({"requests": {"memory": "1Gi"}})"), "none");
+  EXPECT_EQ(resource_of(R"({"limits": {"amd.com/gpu": "2"}})"), "none");
+}
+
+// Flat up to kFlatTreeMaxSize brokers, a kTreeFanout-ary tree above, and
+// spec.tbonTopo wins.
+TEST(FluxBrokerConfig, TreeBySizeUnlessTheSpecNamesOne) {
+  json object = MiniClusterObject();
+  object["spec"]["size"] = kFlatTreeMaxSize;
+  EXPECT_EQ(TbonTopo(Parse(object)), "kary:0");
+  object["spec"]["size"] = kFlatTreeMaxSize + 1;
+  EXPECT_EQ(TbonTopo(Parse(object)), "kary:" + std::to_string(kTreeFanout));
+  EXPECT_NE(FluxBrokerConfig(Parse(object), DesiredOptions{})
+                .find("[tbon]\ntopo = \"kary:" + std::to_string(kTreeFanout) +
+                      "\"\n"),
+            std::string::npos);
+  object["spec"]["tbonTopo"] = "binomial";
+  EXPECT_EQ(TbonTopo(Parse(object)), "binomial");
+}
+
+// A queued MiniCluster with minSize asks Kueue for partial admission and
+// starts its instance at minSize brokers; unqueued, it runs at size.
+TEST(DesiredJob, MinSizeAsksKueueForPartialAdmissionAndSetsTheQuorum) {
+  json object = MiniClusterObject();
+  object["spec"]["minSize"] = 2;
+  const json unqueued = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_FALSE(unqueued["metadata"].contains("annotations"));
+  EXPECT_EQ(StartScript(Parse(object), DesiredOptions{}).find("broker.quorum"),
+            std::string::npos);
+
+  object["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_EQ(job["metadata"]["annotations"],
+            json({{kMinParallelismAnnotation, "2"},
+                  {kCompletionsEqualParallelismAnnotation, "true"}}));
+  // Kueue sets both to the admitted count; it refuses them unequal.
+  EXPECT_EQ(job["spec"]["completions"], job["spec"]["parallelism"]);
+  EXPECT_NE(
+      StartScript(Parse(object), DesiredOptions{}).find(" -Sbroker.quorum=2 "),
+      std::string::npos);
+
+  // minSize == size: nothing to ask (Kueue refuses a minimum not below the
+  // pod count).
+  object["spec"]["minSize"] = 4;
+  EXPECT_FALSE(DesiredJob(Parse(object), DesiredOptions{})["metadata"].contains(
+      "annotations"));
+}
+
+TEST(FluxResourcesOfJob, SaysWhereEachBrokersResourcesComeFrom) {
+  json object = MiniClusterObject();
+  EXPECT_EQ(FluxResourcesOfJob(DesiredJob(Parse(object), DesiredOptions{})),
+            json({{"source", "node"}}));
+  object["spec"]["resources"] =
+      json::parse(R"({"limits": {"cpu": "1500m", "nvidia.com/gpu": 2}})");
+  EXPECT_EQ(FluxResourcesOfJob(DesiredJob(Parse(object), DesiredOptions{})),
+            json({{"source", "pod"}, {"cores", 2}, {"gpus", 2}}));
+  EXPECT_TRUE(FluxResourcesOfJob(json::object()).is_null());
 }
 
 TEST(FluxBrokerConfig, SingleBrokerHostlist) {

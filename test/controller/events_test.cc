@@ -140,6 +140,22 @@ TEST(StatusEvents, UnqueuedJobStarted) {
             Strings{"Started"});
 }
 
+// Without a CPU limit or request Flux schedules the node's hwloc view, not
+// what was admitted: a Warning when it starts.
+TEST(StatusEvents, NoResourceRequestWarnsWhenItStarts) {
+  json running = Status("Running", "JobRunning");
+  running["fluxResources"] = {{"source", "node"}};
+  const auto events =
+      StatusEvents(Status("Queued", "Starting"), running, false);
+  EXPECT_EQ(Reasons(events), (Strings{"Started", "NoResourceRequest"}));
+  EXPECT_EQ(events[1].type, "Warning");
+  EXPECT_NE(events[1].note.find("spec.resources.limits.cpu"),
+            std::string::npos);
+  running["fluxResources"] = {{"source", "pod"}, {"cores", 1}, {"gpus", 0}};
+  EXPECT_EQ(Reasons(StatusEvents(Status("Queued", "Starting"), running, false)),
+            Strings{"Started"});
+}
+
 // Kueue deactivates a Workload whose max-exec-time ran out: it is evicted
 // with reason Deactivated and not requeued, so "waits to be admitted
 // again" would be wrong.

@@ -384,6 +384,41 @@ TEST(Status, DegradedWhileABrokerIsLostAfterAllWereUp) {
       "False");
 }
 
+// Kueue admitted 2 of 4 (partial admission sets the Job's parallelism):
+// the status says so, and 2 ready is whole, not degraded.
+TEST(Status, PartialAdmissionShowsTheAdmittedCount) {
+  MiniCluster mc = Mc({{kQueueNameLabel, "user-queue"}});
+  json job = Job(false);
+  job["spec"]["parallelism"] = 2;
+  job["status"]["active"] = 2;
+  job["status"]["ready"] = 2;
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(mc.status["brokersAdmitted"], 2);
+  EXPECT_EQ(mc.status["brokers"], "2/2 (of 4)");
+  EXPECT_EQ(Find(mc.status, "Running")["message"],
+            "2 of 4 brokers admitted (Kueue partial admission); 2 of 2 broker "
+            "pods active, 2 ready");
+  EXPECT_EQ(Find(mc.status, "Degraded")["status"], "False");
+  EXPECT_EQ(Find(mc.status, "Degraded")["message"], "2 of 2 brokers ready");
+  job["status"]["ready"] = 1;
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  EXPECT_EQ(Find(mc.status, "Degraded")["status"], "True");
+
+  job["spec"]["parallelism"] = 4;  // all admitted: no "(of 4)"
+  EXPECT_EQ(ComputeStatus(mc, &job, nullptr, kNow)["brokers"], "1/4");
+}
+
+TEST(Status, FluxResourcesFromTheJobsBrokerContainer) {
+  json object = MiniClusterObject();
+  object["spec"]["resources"] = {{"limits", {{"cpu", "2"}}}};
+  const MiniCluster mc = *ParseMiniCluster(object).minicluster;
+  const json job = DesiredJob(mc, DesiredOptions{});
+  EXPECT_EQ(ComputeStatus(mc, &job, nullptr, kNow)["fluxResources"],
+            json({{"source", "pod"}, {"cores", 2}, {"gpus", 0}}));
+  EXPECT_FALSE(
+      ComputeStatus(mc, nullptr, nullptr, kNow).contains("fluxResources"));
+}
+
 TEST(FindWorkloadForJob, MatchesOwnerUidOrJobUidLabel) {
   const json job = Job(true);
   std::vector<json> workloads = {
