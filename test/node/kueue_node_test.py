@@ -13,6 +13,10 @@ node: 400m, two MiniClusters of 2 x 100m. Pods run the Flux test image.
   test_preemption  an `urgent` MiniCluster preempts one: its pods go and
                    their volumes are unmounted; it runs again after
                    re-admission, with the same key
+  test_partial_admission
+                   minSize 2 of size 3 where the quota fits 2: admitted
+                   with 2, `flux run -N2` runs, rank 2 down; where it fits 3,
+                   all 3 run
   test_numbers     create -> all Running and admission -> all Running for
                    size 3 and size 8 (printed, docs/performance.md)
   test_kueue_down  Kueue's pod webhooks registered as its install does,
@@ -39,7 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from node_lib import (CONTROLLER_NS, NAMESPACE, controller_ready, daemonset_ready,  # noqa: E402
                       driver_pod, events_of, install, mounts_of)
 from minicluster_node_test import (all_images, minicluster, pods_of, public_key_of,  # noqa: E402
-                                   running_pods, state, wait_gone)
+                                   ready_pods, running_pods, state, wait_gone)
 from e2e_lib import (REPO, apply, check, check_eq, get, items, kubectl, log, main,  # noqa: E402
                      wait_for)
 from kueue_test import start_kueue  # noqa: E402
@@ -70,9 +74,11 @@ def setup(work):
         kubectl("apply", "-f", "-", input=text)
 
 
-def queued(name, size, command=None, priority=None, cpu=POD_CPU):
+def queued(name, size, command=None, priority=None, cpu=POD_CPU, min_size=None):
     mc = minicluster(name, NS, size, command,
                      resources={"requests": {"cpu": cpu, "memory": "64Mi"}})
+    if min_size:
+        mc["spec"]["minSize"] = min_size
     mc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
     if priority:
         mc["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
@@ -167,6 +173,33 @@ def test_preemption(work):
              f"{victim}'s BrokerLost Events")
     for name in ("urgent", "held", "second"):
         delete(name)
+
+
+def test_partial_admission(work):
+    """minSize 2 of size 3 at 150m a pod: the 400m quota fits 2, so Kueue
+    admits 2 and the instance starts with them (broker.quorum); rank 2
+    shows as down. At 100m a pod all 3 fit and all 3 run."""
+    queued("partial", 3, cpu="150m", min_size=2)
+    pods = wait_for("partial's 2 brokers Ready", lambda: ready_pods("partial", NS, 2), timeout=240)
+    job = get("job", "partial", NS)
+    check_eq((job["spec"]["parallelism"], job["spec"]["completions"]), (2, 2),
+             "the Job's parallelism and completions after partial admission")
+    wait_for('partial\'s status.brokers "2/2 (of 3)"', lambda: (
+        get("minicluster", "partial", NS).get("status") or {}).get("brokers") == "2/2 (of 3)",
+        timeout=60)
+    lead = pods[0]["metadata"]["name"]
+    out = kubectl("exec", "-n", NS, lead, "--", "flux", "run", "-N2", "hostname", timeout=120).stdout
+    check_eq(sorted(out.split()), ["partial-0", "partial-1"], "flux run -N2 hostname")
+    down = kubectl("exec", "-n", NS, lead, "--", "flux", "resource", "list", "-s", "down", "-no",
+                   "{nodelist}", timeout=120).stdout.strip()
+    check_eq(down, "partial-2", "the rank not admitted, down in flux resource list")
+    delete("partial")
+
+    queued("whole", 3, ["flux", "run", "-N3", "hostname"], cpu="100m", min_size=2)
+    wait_for("whole Succeeded", lambda: state("whole", NS) in ("Succeeded", "Failed"), timeout=240)
+    check_eq(state("whole", NS), "Succeeded", "whole's state (3 admitted, flux run -N3)")
+    check_eq(get("job", "whole", NS)["spec"]["parallelism"], 3, "whole's parallelism")
+    delete("whole")
 
 
 def test_numbers(work):
@@ -269,5 +302,5 @@ def test_kueue_down(work):
 
 
 if __name__ == "__main__":
-    main([test_quota, test_preemption, test_numbers, test_kueue_down], needs_controller=False, crd=False,
+    main([test_quota, test_preemption, test_partial_admission, test_numbers, test_kueue_down], needs_controller=False, crd=False,
          node_images=all_images, setup=setup)

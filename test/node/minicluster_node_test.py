@@ -149,7 +149,8 @@ def test_ephemeral(work):
 
 def test_persistent(work):
     """Size 2, no command: stays up; `kubectl exec` into index 0 runs
-    `flux run -N2 hostname`; deleting it removes the Job, pods and mounts."""
+    `flux run -N2 hostname`; Flux has the pods' grant of 1 core each, not
+    the node's 2; deleting it removes the Job, pods and mounts."""
     ns, name = "mc-persistent", "lab"
     create_namespace(ns)
     t0 = time.monotonic()
@@ -169,6 +170,17 @@ def test_persistent(work):
     out = kubectl("exec", "-n", ns, lead, "--", "env", "-u", "FLUX_URI", "flux", "resource", "list",
                   timeout=120).stdout
     check(f"{name}-[0-1]" in out, f"flux resource list with no FLUX_URI: {out}")
+    # Flux schedules the pods' grant (100m: 1 core, rounded up), not the
+    # node's 2 cores: 2 cores in all, and 4 tasks of a core are refused.
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "resource", "list", "-no",
+                  "{nnodes} {ncores}", timeout=120).stdout.strip()
+    check_eq(out, "2 2", "nodes and cores in flux resource list")
+    r = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N2", "-n4", "true",
+                check_rc=False, timeout=120)
+    check(r.returncode != 0 and "unsatisfiable" in (r.stdout + r.stderr),
+          f"flux run -N2 -n4 on 2 granted cores refused: rc {r.returncode} {r.stdout}{r.stderr}")
+    check_eq((get("minicluster", name, ns).get("status") or {}).get("fluxResources"),
+             {"source": "pod", "cores": 1, "gpus": 0}, "status.fluxResources")
     time.sleep(5)
     check_eq(state(name, ns), "Running", "a persistent MiniCluster stays Running")
     uids = [p["metadata"]["uid"] for p in pods]
