@@ -69,10 +69,13 @@ json BrokerReadinessProbe(const std::string& flux) {
       {"failureThreshold", 3}};
 }
 
-// FLUX_URI first: a user's own env entry of that name comes later and wins.
+// Ours first: a user's own env entry of a name comes later and wins.
+// FLUX_SHELL_RC_PATH: the job shell sources *.lua there (kShellRc), and a
+// job inherits it from the broker (the command) or from `kubectl exec`.
 json ContainerEnv(const MiniCluster& mc, const DesiredOptions& opts) {
-  json env =
-      json::array({{{"name", "FLUX_URI"}, {"value", FluxLocalUri(opts)}}});
+  json env = json::array(
+      {{{"name", "FLUX_URI"}, {"value", FluxLocalUri(opts)}},
+       {{"name", "FLUX_SHELL_RC_PATH"}, {"value", opts.config_mount_path}}});
   for (const auto& entry : mc.spec.env) env.push_back(entry);
   return env;
 }
@@ -393,6 +396,17 @@ std::string TbonTopo(const MiniCluster& mc) {
 
 namespace {
 
+// Flux's core ids are counts (0..N-1 of the pod's grant), not the pod's
+// cores: the job shell's default cpu-affinity would bind every pod's
+// tasks on a node to the node's first cores. Off unless a job asks.
+constexpr char kShellRcFile[] = "cpu-affinity.lua";
+constexpr char kShellRc[] =
+    "-- Written by minicluster-controller: Flux's core ids are not the "
+    "pod's cores.\n"
+    "if shell.options[\"cpu-affinity\"] == nil then\n"
+    "  shell.options[\"cpu-affinity\"] = \"off\"\n"
+    "end\n";
+
 // The broker runs as this shell's child, so the pod's exit code can say
 // what ended it. A broker stopped by SIGTERM (its pod deleted or evicted)
 // exits 0 like one whose instance ended, and a pod that exits 0 completes
@@ -446,6 +460,8 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += "set -eu\n";
   script += "printf '%s' " + ShellQuote(FluxBrokerConfig(mc, opts)) + " > " +
             config + "\n";
+  script += "printf '%s' " + ShellQuote(kShellRc) + " > " +
+            opts.config_mount_path + "/" + kShellRcFile + "\n";
   if (!FluxViewOf(mc, opts).empty()) {
     // The broker runs rc1 and rc3 with $SHELL -c (default /bin/bash, which
     // the image need not have); the view's job shell drops it from jobs.

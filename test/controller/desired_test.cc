@@ -275,7 +275,7 @@ TEST(DesiredJob, PassesResourcesAndEnvThrough) {
   object["spec"]["brokerPort"] = 9000;
   const json job = DesiredJob(Parse(object), DesiredOptions{});
   EXPECT_EQ(Broker(job)["resources"]["requests"]["cpu"], "2");
-  EXPECT_EQ(Broker(job)["env"][1], (json{{"name", "A"}, {"value", "1"}}));
+  EXPECT_EQ(Broker(job)["env"].back(), (json{{"name", "A"}, {"value", "1"}}));
   EXPECT_EQ(Broker(job)["ports"][0]["containerPort"], 9000);
 }
 
@@ -301,13 +301,23 @@ TEST(DesiredJob, BrokerListensOnTheFixedLocalUriNamedByFluxUri) {
   }
 }
 
+// Flux's core ids are counts, not the pod's cores: jobs run without
+// cpu-affinity unless they ask, through an rc on the job shell's rc path.
+TEST(DesiredJob, JobShellsFindTheRcThatTurnsCpuAffinityOff) {
+  const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
+  EXPECT_EQ(Broker(job)["env"][1], (json{{"name", "FLUX_SHELL_RC_PATH"},
+                                         {"value", "/etc/flux/minicluster"}}));
+  EXPECT_NE(Script(job).find("> /etc/flux/minicluster/cpu-affinity.lua\n"),
+            std::string::npos);
+}
+
 TEST(DesiredJob, UsersFluxUriComesLastSoItWins) {
   json object = MiniClusterObject();
   object["spec"]["env"] =
       json::array({{{"name", "FLUX_URI"}, {"value", "local:///tmp/x"}}});
   const json env = Broker(DesiredJob(Parse(object), DesiredOptions{}))["env"];
-  ASSERT_EQ(env.size(), 2u);
-  EXPECT_EQ(env[1]["value"], "local:///tmp/x");
+  ASSERT_EQ(env.size(), 3u);
+  EXPECT_EQ(env[2]["value"], "local:///tmp/x");
 }
 
 // The probe asks the local broker's state machine itself: no shell, no
@@ -661,6 +671,10 @@ TEST(StartScript, WritesTheConfigWithBuiltinsAndRunsFlux) {
   EXPECT_EQ(script.find("set -eu\n"), script.find('\n') + 1);
   EXPECT_EQ(run.Run(script, 0, "exit 0"), 0);
   EXPECT_EQ(run.Read("broker.toml"), FluxBrokerConfig(mc, opts));
+  // The job shell's rc, found through FLUX_SHELL_RC_PATH.
+  EXPECT_NE(run.Read("cpu-affinity.lua")
+                .find("shell.options[\"cpu-affinity\"] = \"off\""),
+            std::string::npos);
   EXPECT_EQ(run.Read("args"),
             "start\n--config-path=" + run.dir() +
                 "/broker.toml\n-Srundir=/run/flux\n-Sstatedir=/run/flux/state\n"

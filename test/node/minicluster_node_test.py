@@ -170,6 +170,7 @@ def test_persistent(work):
     out = kubectl("exec", "-n", ns, lead, "--", "env", "-u", "FLUX_URI", "flux", "resource", "list",
                   timeout=120).stdout
     check(f"{name}-[0-1]" in out, f"flux resource list with no FLUX_URI: {out}")
+    log("flux resource list:\n" + out.rstrip())
     # Flux schedules the pods' grant (100m: 1 core, rounded up), not the
     # node's 2 cores: 2 cores in all, and 4 tasks of a core are refused.
     out = kubectl("exec", "-n", ns, lead, "--", "flux", "resource", "list", "-no",
@@ -179,6 +180,13 @@ def test_persistent(work):
                 check_rc=False, timeout=120)
     check(r.returncode != 0 and "unsatisfiable" in (r.stdout + r.stderr),
           f"flux run -N2 -n4 on 2 granted cores refused: rc {r.returncode} {r.stdout}{r.stderr}")
+    # Both pods hold Flux core 0, which is not the node's core 0: tasks are
+    # not bound to it (cpu-affinity off by the controller's shell rc).
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N2", "-n2", "grep",
+                  "Cpus_allowed_list", "/proc/self/status", timeout=120).stdout.split("\n")
+    allowed = sorted(line.split()[-1] for line in out if line.strip())
+    check(len(allowed) == 2 and "0" not in allowed,
+          f"each task may run on every core of its pod, not only core 0: {allowed}")
     check_eq((get("minicluster", name, ns).get("status") or {}).get("fluxResources"),
              {"source": "pod", "cores": 1, "gpus": 0}, "status.fluxResources")
     time.sleep(5)
