@@ -388,10 +388,7 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
 }
 
 std::string TbonTopo(const MiniCluster& mc) {
-  if (!mc.spec.tbon_topo.empty()) return mc.spec.tbon_topo;
-  return mc.spec.size <= kFlatTreeMaxSize
-             ? "kary:0"
-             : "kary:" + std::to_string(kTreeFanout);
+  return mc.spec.tbon_topo.empty() ? kDefaultTbonTopo : mc.spec.tbon_topo;
 }
 
 namespace {

@@ -80,11 +80,11 @@ nlohmann::json CommonLabels(const MiniCluster& mc);
 // how brokers reach each other through the headless Service.
 std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
 
-// Flux's tree (tbon.topo) for `mc`: spec.tbonTopo, else flat (kary:0,
-// rank 0 the parent of all) up to kFlatTreeMaxSize brokers and a
-// kTreeFanout-ary tree above (docs/performance.md, "The broker tree").
-inline constexpr int32_t kFlatTreeMaxSize = 32;
-inline constexpr int32_t kTreeFanout = 32;
+// Flux's tree (tbon.topo) for `mc`: spec.tbonTopo, else kary:32 - flat
+// (rank 0 the parent of all) up to 33 brokers, where no tree is faster,
+// and above it a tree that keeps rank 0's CPU and memory down
+// (docs/resources.md, "The broker tree").
+inline constexpr char kDefaultTbonTopo[] = "kary:32";
 std::string TbonTopo(const MiniCluster& mc);
 
 // The view a MiniCluster's pods mount; "" when its image brings Flux.

@@ -419,7 +419,7 @@ TEST(FluxBrokerConfig, BootstrapsFromTheCsiCertAndServiceDns) {
       "default_connect = \"tcp://%h.demo.science.svc.example.org:%p\"\n"
       "hosts = [{ host = \"demo-[0-3]\" }]\n"
       "[tbon]\n"
-      "topo = \"kary:0\"\n";
+      "topo = \"kary:32\"\n";
   ASSERT_GE(toml.size(), expected_tail.size());
   EXPECT_EQ(toml.substr(toml.size() - expected_tail.size()), expected_tail)
       << toml;
@@ -537,20 +537,17 @@ TEST(FluxBrokerConfig, RoundsFractionsUpAndFallsBackToTheRequest) {
   EXPECT_EQ(resource_of(R"({"limits": {"amd.com/gpu": "2"}})"), "none");
 }
 
-// Flat up to kFlatTreeMaxSize brokers, a kTreeFanout-ary tree above, and
-// spec.tbonTopo wins.
-TEST(FluxBrokerConfig, TreeBySizeUnlessTheSpecNamesOne) {
+// kary:32 (flat up to 33 brokers) unless spec.tbonTopo names one.
+TEST(FluxBrokerConfig, TreeIsKary32UnlessTheSpecNamesOne) {
   json object = MiniClusterObject();
-  object["spec"]["size"] = kFlatTreeMaxSize;
-  EXPECT_EQ(TbonTopo(Parse(object)), "kary:0");
-  object["spec"]["size"] = kFlatTreeMaxSize + 1;
-  EXPECT_EQ(TbonTopo(Parse(object)), "kary:" + std::to_string(kTreeFanout));
+  object["spec"]["size"] = 100;
   EXPECT_NE(FluxBrokerConfig(Parse(object), DesiredOptions{})
-                .find("[tbon]\ntopo = \"kary:" + std::to_string(kTreeFanout) +
-                      "\"\n"),
+                .find("[tbon]\ntopo = \"kary:32\"\n"),
             std::string::npos);
   object["spec"]["tbonTopo"] = "binomial";
-  EXPECT_EQ(TbonTopo(Parse(object)), "binomial");
+  EXPECT_NE(FluxBrokerConfig(Parse(object), DesiredOptions{})
+                .find("[tbon]\ntopo = \"binomial\"\n"),
+            std::string::npos);
 }
 
 // A queued MiniCluster with minSize asks Kueue for partial admission and

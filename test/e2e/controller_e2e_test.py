@@ -165,12 +165,14 @@ def test_lifecycle(work):
     try:
         specs = {
             "eph": (minicluster("eph", ns, size=3, command=["flux", "run", "-N3", "hostname"],
-                                fluxUser={"uid": 1000, "gid": 1000}), "1000:1000"),
+                                fluxUser={"uid": 1000, "gid": 1000},
+                                resources={"limits": {"cpu": "1500m"}}), "1000:1000"),
             "pers": (minicluster("pers", ns, size=2, brokerPort=9000), "0"),
             "queued": (minicluster("queued", ns, size=2, command=["true"],
                                    labels={QUEUE_LABEL: "user-queue"},
                                    fluxUser={"uid": 500}), "500"),
-            "held": (minicluster("held", ns, size=2, suspend=True), "0"),
+            "held": (minicluster("held", ns, size=2, suspend=True,
+                                 resources={"requests": {"cpu": "1"}}), "0"),
         }
         for name, (obj, _) in specs.items():
             apply(obj)
@@ -241,6 +243,8 @@ def test_lifecycle(work):
                      f"eph condition {t}")
             check_eq(condition(mc, t)["observedGeneration"], 1, f"eph {t} observedGeneration")
         check_eq(mc["status"].get("jobName"), "eph", "eph status.jobName")
+        check_eq(mc["status"].get("fluxResources"), {"source": "pod", "cores": 2, "gpus": 0},
+                 "eph status.fluxResources (limits.cpu 1500m, rounded up)")
         seen = states_seen(mcs_w, "eph")
         check_eq([s for s in seen if s != "Pending"], ["Queued", "Running", "Succeeded"],
                  "eph states as watched")
@@ -277,7 +281,8 @@ def test_lifecycle(work):
 
         # One event per state change, none per reconcile.
         wait_reasons(ns, "eph", ["Queued", "Started", "Completed"])
-        wait_reasons(ns, "pers", ["Queued", "Started", "Failed"])
+        # pers has no CPU request: Flux would schedule the node's hwloc view.
+        wait_reasons(ns, "pers", ["Queued", "Started", "NoResourceRequest", "Failed"])
         wait_reasons(ns, "queued", ["Queued"])
         wait_reasons(ns, "held", ["Queued", "Started", "Suspended"])
         failed = mc_events(ns, "pers")[-1]
@@ -530,7 +535,7 @@ def test_name_taken(work):
                    and get("job", "taken", ns), timeout=30)
     check_owned(job, mc, "Job taken")
     wait_state(ns, "taken", "Running")
-    wait_reasons(ns, "taken", ["JobNameTaken", "Queued", "Started"])
+    wait_reasons(ns, "taken", ["JobNameTaken", "Queued", "Started", "NoResourceRequest"])
     # Metrics after those reconciles: requeues while the name was taken,
     # then successes.
     m = scrape(ctl)
