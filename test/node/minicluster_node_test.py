@@ -178,6 +178,7 @@ def test_persistent(work):
     check_eq(out, "2 2", "nodes and cores in flux resource list")
     r = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N2", "-n4", "true",
                 check_rc=False, timeout=120)
+    log(f"flux run -N2 -n4 true: rc {r.returncode}: {(r.stdout + r.stderr).strip()}")
     check(r.returncode != 0 and "unsatisfiable" in (r.stdout + r.stderr),
           f"flux run -N2 -n4 on 2 granted cores refused: rc {r.returncode} {r.stdout}{r.stderr}")
     # Both pods hold Flux core 0, which is not the node's core 0: tasks are
