@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -600,8 +601,11 @@ TEST(FluxBrokerConfig, SingleBrokerHostlist) {
 // `flux_body` (e.g. "exit 3"). `term`: SIGTERM the shell once flux runs.
 class StartScriptRun {
  public:
-  StartScriptRun() : dir_(::testing::TempDir() + "start_script_test") {
-    std::filesystem::remove_all(dir_);
+  // A directory of its own: ctest -j runs these tests side by side.
+  StartScriptRun() {
+    std::string pattern = ::testing::TempDir() + "start_script_test.XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) std::abort();
+    dir_ = pattern;
     std::filesystem::create_directories(dir_ + "/bin");
   }
   ~StartScriptRun() { std::filesystem::remove_all(dir_); }
