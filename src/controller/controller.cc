@@ -118,6 +118,7 @@ bool Controller::ProcessNextItem() {
                  delay.count(), RetryReasonName(result.reason), result.detail);
   } else {
     queue_.Forget(*key);
+    if (result.after) queue_.AddAfter(*key, *result.after);
   }
   queue_.Done(*key);
   return true;

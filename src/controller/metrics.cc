@@ -51,7 +51,7 @@ Histogram& Hist(prometheus::Registry& r, const std::string& name,
 std::string ReconcileResultLabel(const ReconcileResult& result) {
   switch (result.reason) {
     case RetryReason::kNone:
-      return "success";
+      return result.after ? "requeue_after" : "success";
     case RetryReason::kJobNameTaken:
     case RetryReason::kServiceNameTaken:
       return "requeue";

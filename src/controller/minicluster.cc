@@ -204,6 +204,21 @@ void ReadMinSizeAndTopo(const json& spec, MiniClusterSpec& s, Errors& errors) {
   }
 }
 
+void ReadTtl(const json& spec, MiniClusterSpec& s, Errors& errors) {
+  auto it = spec.find("ttlSecondsAfterFinished");
+  if (it == spec.end() || it->is_null()) return;
+  int32_t ttl = -1;
+  ReadInt(spec, "ttlSecondsAfterFinished", &ttl, &errors);
+  if (!it->is_number_integer()) return;
+  if (ttl < 0) {
+    errors.push_back(
+        "spec.ttlSecondsAfterFinished: must be 0 or more seconds, got " +
+        it->dump() + "; omit it to keep the MiniCluster until deleted");
+    return;
+  }
+  s.ttl_seconds_after_finished = ttl;
+}
+
 void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
   ReadInt(spec, "brokerPort", &s.broker_port, &errors);
   if (s.broker_port < 1 || s.broker_port > 65535) {
@@ -217,6 +232,7 @@ void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
                      std::to_string(s.broker_restarts));
   }
   ReadMinSizeAndTopo(spec, s, errors);
+  ReadTtl(spec, s, errors);
   if (auto suspend = spec.find("suspend");
       suspend != spec.end() && !suspend->is_null()) {
     if (!suspend->is_boolean()) {
@@ -613,8 +629,14 @@ constexpr std::array<std::string_view, 8> kCachedMetadata = {
     "creationTimestamp",
     "deletionTimestamp",
     "labels"};
-constexpr std::array<std::string_view, 6> kCachedSpec = {
-    "size", "image", "fluxUser", "brokerPort", "suspend", "connectTimeout"};
+constexpr std::array<std::string_view, 7> kCachedSpec = {
+    "size",
+    "image",
+    "fluxUser",
+    "brokerPort",
+    "suspend",
+    "connectTimeout",
+    "ttlSecondsAfterFinished"};
 
 // Keeps only `keys` of the object at `field` (if it is one).
 template <typename Keys>
@@ -654,6 +676,7 @@ const KnownFields& MiniClusterFields() {
                "brokerRestarts",
                "minSize",
                "tbonTopo",
+               "ttlSecondsAfterFinished",
                "suspend",
                "connectTimeout",
                "podLabels",

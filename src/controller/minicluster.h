@@ -120,6 +120,9 @@ struct MiniClusterSpec {
   // Flux's tbon.topo (spec.tbonTopo): kary:K, binomial or mincrit[:K].
   // Empty: chosen by size (desired.h, TbonTopo).
   std::string tbon_topo;
+  // Seconds after it Succeeded or Failed that the controller deletes the
+  // MiniCluster (spec.ttlSecondsAfterFinished). Unset: kept until deleted.
+  std::optional<int32_t> ttl_seconds_after_finished;
   bool suspend = false;
   std::string connect_timeout = kDefaultConnectTimeout;
   PodFields pod;
@@ -160,11 +163,11 @@ ParseResult ParseMiniCluster(const nlohmann::json& object);
 // The MiniCluster as the controller's cache keeps it: what reconciling a
 // MiniCluster whose Job exists reads (name, uid, generation, the Kueue
 // labels, spec.size, image, fluxUser, brokerPort, suspend, connectTimeout,
-// and status). The free-form fields (env, volumes, affinity, the pod labels
-// and annotations, ...), the command and the metadata's annotations are
-// read only to create the Job, so a tenant's large MiniClusters cost the
-// cache little; the reconciler reads the whole object from the API server
-// before it creates a Job (reconciler.h).
+// ttlSecondsAfterFinished, and status). The free-form fields (env, volumes,
+// affinity, the pod labels and annotations, ...), the command and the
+// metadata's annotations are read only to create the Job, so a tenant's large
+// MiniClusters cost the cache little; the reconciler reads the whole object
+// from the API server before it creates a Job (reconciler.h).
 void TrimMiniClusterForCache(nlohmann::json& object);
 
 // The fields the CRD's structural schema declares, where it prunes the rest:

@@ -3,6 +3,7 @@
 #include "controller/status.h"
 #include "kube/api_path.h"
 #include "kube/object_meta.h"
+#include "kube/time_format.h"
 
 namespace fcc::controller {
 namespace {
@@ -185,6 +186,8 @@ std::string ActionName(Action::Kind kind) {
       return "set Job suspend";
     case Action::Kind::kApplyStatus:
       return "apply status";
+    case Action::Kind::kDeleteMiniCluster:
+      return "delete MiniCluster";
   }
   return "unknown";
 }
@@ -222,6 +225,36 @@ std::optional<Action> PlanStatus(const Observed& observed,
   const auto parsed = ParseObserved(observed);
   if (!parsed) return std::nullopt;
   return StatusStep(*parsed, observed, now, service_taken);
+}
+
+std::optional<std::chrono::seconds> TtlLeft(
+    const MiniCluster& mc, const json& object,
+    std::chrono::system_clock::time_point now) {
+  if (!mc.spec.ttl_seconds_after_finished) return std::nullopt;
+  const std::string& state =
+      kube::StringAt(kube::FieldAt(object, "status"), "state");
+  if (state != "Succeeded" && state != "Failed") return std::nullopt;
+  const json* finished = kube::FindCondition(object, state);
+  if (finished == nullptr || kube::StringAt(*finished, "status") != "True")
+    return std::nullopt;
+  const auto since =
+      kube::ParseTime(kube::StringAt(*finished, "lastTransitionTime"));
+  if (!since) return std::nullopt;
+  const auto expires =
+      *since + std::chrono::seconds(*mc.spec.ttl_seconds_after_finished);
+  return std::chrono::ceil<std::chrono::seconds>(expires - now);
+}
+
+Action DeleteMiniClusterStep(const MiniCluster& mc, const std::string& uid) {
+  return {
+      Action::Kind::kDeleteMiniCluster,
+      kube::ObjectPath(kApiVersion, "miniclusters", mc.namespace_name, mc.name),
+      {{"apiVersion", "v1"},
+       {"kind", "DeleteOptions"},
+       {"preconditions", {{"uid", uid}}},
+       {"propagationPolicy", "Background"}},
+      "",
+      false};
 }
 
 }  // namespace fcc::controller

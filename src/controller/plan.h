@@ -21,6 +21,7 @@
 //    applied with force by "minicluster-controller" when they drift.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -54,7 +55,8 @@ struct Action {
     kCreateJob,
     kApplyJob,
     kSetJobSuspend,
-    kApplyStatus
+    kApplyStatus,
+    kDeleteMiniCluster
   };
   Kind kind;
   // The collection path for a create, the object's path otherwise.
@@ -96,5 +98,18 @@ std::vector<Action> PlanReconcile(const Observed& observed,
 std::optional<Action> PlanStatus(const Observed& observed,
                                  const std::string& now,
                                  bool service_taken = false);
+
+// How long a finished MiniCluster has left before the controller deletes
+// it: spec.ttlSecondsAfterFinished from the lastTransitionTime of the
+// Succeeded or Failed condition in `object`'s status (the MiniCluster, or
+// the status write about to be sent). nullopt when it has no TTL or has
+// not finished; zero or less: delete it now.
+std::optional<std::chrono::seconds> TtlLeft(
+    const MiniCluster& mc, const nlohmann::json& object,
+    std::chrono::system_clock::time_point now);
+
+// The DELETE of that MiniCluster, of this uid only (a new one of the same
+// name is not touched); its Job, pods and Service go by garbage collection.
+Action DeleteMiniClusterStep(const MiniCluster& mc, const std::string& uid);
 
 }  // namespace fcc::controller

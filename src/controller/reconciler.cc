@@ -163,9 +163,46 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     return ReconcileResult::Done();  // deleted: GC cleans up
   }
   if (options_.multikueue_worker) WarnIfCopiedJobHere(key, *snapshot);
-  const std::string now = kube::FormatTime(std::chrono::system_clock::now());
+  const auto clock_now = std::chrono::system_clock::now();
+  const std::string now = kube::FormatTime(clock_now);
   const auto plan = PlanReconcile(snapshot->View(), options_, now);
-  return Execute(key, *snapshot, plan, now);
+  ReconcileResult result = Execute(key, *snapshot, plan, now);
+  if (result.retry()) return result;
+  const bool status_written =
+      !plan.empty() && plan.back().kind == Action::Kind::kApplyStatus;
+  return DeleteIfExpired(
+      key, *snapshot, status_written ? plan.back().body : snapshot->minicluster,
+      clock_now);
+}
+
+ReconcileResult Reconciler::DeleteIfExpired(
+    const std::string& key, const Snapshot& snapshot, const json& object,
+    std::chrono::system_clock::time_point now) {
+  const ParseResult parsed = ParseMiniCluster(snapshot.minicluster);
+  if (!parsed.minicluster.has_value() || !parsed.errors.empty())
+    return ReconcileResult::Done();
+  const MiniCluster& mc = *parsed.minicluster;
+  const auto left = TtlLeft(mc, object, now);
+  if (!left.has_value()) return ReconcileResult::Done();
+  if (*left > std::chrono::seconds(0)) {
+    ReconcileResult later;
+    later.after = *left;
+    return later;
+  }
+  const Action del =
+      DeleteMiniClusterStep(mc, kube::ObjectMeta(snapshot.minicluster).uid());
+  const kube::HttpResponse response = api_.Delete(del.path, del.body);
+  // 404: gone already; 409: the uid precondition failed, so the name now
+  // belongs to a new MiniCluster, which is not ours to delete.
+  if (response.ok() || response.status == 404 || response.status == 409) {
+    spdlog::info(
+        "minicluster {}: deleted {} s after it finished "
+        "(spec.ttlSecondsAfterFinished)",
+        key, mc.spec.ttl_seconds_after_finished.value_or(0));
+    return ReconcileResult::Done();
+  }
+  return ReconcileResult::Retry(RetryReason::kWriteFailed,
+                                "delete MiniCluster: " + response.Describe());
 }
 
 ReconcileResult Reconciler::ReconcileCopiedJob(const std::string& key) {

@@ -2,6 +2,7 @@
 // -> execute (the API). The result says whether to retry and why.
 #pragma once
 
+#include <chrono>
 #include <expected>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,8 @@ std::string RetryReasonName(RetryReason reason);
 struct ReconcileResult {
   RetryReason reason = RetryReason::kNone;
   std::string detail;  // what failed, for the log
+  // Done, but look again then (a finished MiniCluster's TTL runs out).
+  std::optional<std::chrono::seconds> after;
 
   static ReconcileResult Done() { return {}; }
   static ReconcileResult Retry(RetryReason reason, std::string detail) {
@@ -125,6 +128,13 @@ class Reconciler {
   ReconcileResult Execute(const std::string& key, const Snapshot& snapshot,
                           const std::vector<Action>& plan,
                           const std::string& now);
+  // spec.ttlSecondsAfterFinished: deletes the MiniCluster once its TTL ran
+  // out, else says when to look again. `object` holds the status it has
+  // after `plan` (the plan's status write, or the cached MiniCluster).
+  ReconcileResult DeleteIfExpired(const std::string& key,
+                                  const Snapshot& snapshot,
+                                  const nlohmann::json& object,
+                                  std::chrono::system_clock::time_point now);
   // What creating an object came to. After a 409 the object of that name
   // is looked up: ours (made before the cache saw it), or another's, which
   // the label-filtered cache never shows.

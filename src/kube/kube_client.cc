@@ -486,4 +486,9 @@ HttpResponse KubeClientApi::Get(const std::string& object_path) {
   return client_.Request("GET", object_path);
 }
 
+HttpResponse KubeClientApi::Delete(const std::string& object_path,
+                                   const json& options) {
+  return client_.Request("DELETE", object_path, options.dump());
+}
+
 }  // namespace fcc::kube

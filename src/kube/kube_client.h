@@ -115,6 +115,9 @@ class KubeApi {
                              const std::string& field_manager, bool force) = 0;
   // GET one object (e.g. a Job the label-filtered cache cannot see).
   virtual HttpResponse Get(const std::string& object_path) = 0;
+  // DELETE one object with DeleteOptions (preconditions, propagation).
+  virtual HttpResponse Delete(const std::string& object_path,
+                              const nlohmann::json& options) = 0;
 };
 
 class KubeClientApi : public KubeApi {
@@ -127,6 +130,8 @@ class KubeClientApi : public KubeApi {
                      const nlohmann::json& object,
                      const std::string& field_manager, bool force) override;
   HttpResponse Get(const std::string& object_path) override;
+  HttpResponse Delete(const std::string& object_path,
+                      const nlohmann::json& options) override;
 
  private:
   const KubeClient& client_;

@@ -27,4 +27,13 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+std::optional<std::chrono::system_clock::time_point> ParseTime(
+    std::string_view text) {
+  const std::string s(text);
+  std::tm tm{};
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 }  // namespace fcc::kube

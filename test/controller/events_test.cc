@@ -290,6 +290,9 @@ class StatusOnlyApi : public kube::KubeApi {
     if (auto got = testing::MiniClusterGet(*miniclusters, path)) return *got;
     return {200, R"({"metadata": {"name": "demo", "uid": "theirs"}})", ""};
   }
+  kube::HttpResponse Delete(const std::string&, const json&) override {
+    return {200, "{}", ""};
+  }
   long apply_status = 200;
   const kube::ObjectStore* miniclusters = nullptr;
 };
@@ -360,6 +363,9 @@ class EventSinkApi : public kube::KubeApi {
     return {500, "", ""};
   }
   kube::HttpResponse Get(const std::string&) override { return {404, "", ""}; }
+  kube::HttpResponse Delete(const std::string&, const json&) override {
+    return {404, "", ""};
+  }
   void WaitEntered(int n) {
     std::unique_lock lock(mu);
     changed.wait(lock, [&] { return entered >= n; });

@@ -5,6 +5,7 @@
 #include "controller/copied_job.h"
 #include "controller/events.h"
 #include "controller/status.h"
+#include "kube/time_format.h"
 #include "test_objects.h"
 
 namespace fcc::controller {
@@ -395,6 +396,12 @@ class RecordingApi : public kube::KubeApi {
     }
     return {get_status, get_body, ""};
   }
+  kube::HttpResponse Delete(const std::string& path,
+                            const json& options) override {
+    calls.push_back({"delete", path, "", options, false});
+    return {delete_status, "{}", ""};
+  }
+  long delete_status = 200;
   std::vector<Call> calls;
   // The API server's MiniClusters (the fixture's cache unless a test says).
   const kube::ObjectStore* miniclusters = nullptr;
@@ -610,6 +617,92 @@ TEST(Reconciler, FailedApplyAsksForRetry) {
   f.api.apply_status = 500;
   EXPECT_EQ(f.reconciler.Reconcile("science/demo").reason,
             RetryReason::kWriteFailed);
+}
+
+// A MiniCluster whose Job completed, with `ttl` (if any), reconciled
+// once: it turns Succeeded now.
+struct Finished : Fixture {
+  ReconcileResult result;
+  explicit Finished(std::optional<int> ttl, long delete_status = 200) {
+    json mc = MiniClusterObject();
+    if (ttl) mc["spec"]["ttlSecondsAfterFinished"] = *ttl;
+    miniclusters.Upsert(mc);
+    services.Upsert(StoredService(mc));
+    network_policies.Upsert(StoredNetworkPolicy(mc));
+    json job = StoredJob(mc, false);
+    job["status"] = {{"succeeded", 1},
+                     {"conditions",
+                      {{{"type", "SuccessCriteriaMet"}, {"status", "True"}},
+                       {{"type", "Complete"}, {"status", "True"}}}}};
+    jobs.Upsert(job);
+    api.delete_status = delete_status;
+    result = reconciler.Reconcile("science/demo");
+  }
+  std::vector<std::string> Verbs() const {
+    std::vector<std::string> verbs;
+    for (const auto& c : api.calls) verbs.push_back(c.verb);
+    return verbs;
+  }
+};
+
+TEST(Reconciler, AFinishedMiniClusterWhoseTtlRanOutIsDeletedByUid) {
+  Finished f(0);
+  EXPECT_FALSE(f.result.retry());
+  ASSERT_EQ(f.Verbs(), (std::vector<std::string>{"apply", "delete"}));
+  EXPECT_EQ(f.api.calls[0].body["status"]["state"], "Succeeded");
+  EXPECT_EQ(f.api.calls[1].path,
+            "/apis/minicluster.dev/v1alpha1/namespaces/science/miniclusters/"
+            "demo");
+  EXPECT_EQ(f.api.calls[1].body["preconditions"]["uid"],
+            "1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+  EXPECT_EQ(f.api.calls[1].body["propagationPolicy"], "Background");
+}
+
+TEST(Reconciler, AFinishedMiniClusterIsLookedAtAgainWhenItsTtlRunsOut) {
+  Finished f(3600);
+  EXPECT_FALSE(f.result.retry());
+  EXPECT_EQ(f.Verbs(), std::vector<std::string>{"apply"});
+  ASSERT_TRUE(f.result.after.has_value());
+  EXPECT_GT(*f.result.after, std::chrono::seconds(3590));
+  EXPECT_LE(*f.result.after, std::chrono::seconds(3600));
+}
+
+TEST(Reconciler, WithoutATtlAFinishedMiniClusterStays) {
+  Finished f(std::nullopt);
+  EXPECT_EQ(f.Verbs(), std::vector<std::string>{"apply"});
+  EXPECT_FALSE(f.result.after.has_value());
+}
+
+TEST(Reconciler, AFailedDeleteIsRetriedAGoneOrReplacedOneIsNot) {
+  EXPECT_EQ(Finished(0, 500).result.reason, RetryReason::kWriteFailed);
+  EXPECT_FALSE(Finished(0, 404).result.retry());
+  EXPECT_FALSE(Finished(0, 409).result.retry()) << "uid precondition failed";
+}
+
+TEST(TtlLeft, CountsFromTheFinishedConditionOnly) {
+  json object = MiniClusterObject();
+  object["spec"]["ttlSecondsAfterFinished"] = 60;
+  const MiniCluster mc = *ParseMiniCluster(object).minicluster;
+  const auto at = [](const char* time) { return *kube::ParseTime(time); };
+  const auto with = [&](const char* state, const char* condition_status) {
+    json o = object;
+    o["status"] = {{"state", state},
+                   {"conditions",
+                    {{{"type", state},
+                      {"status", condition_status},
+                      {"lastTransitionTime", "2026-01-02T03:04:05Z"}}}}};
+    return o;
+  };
+  const auto now = at("2026-01-02T03:04:15Z");
+  EXPECT_EQ(TtlLeft(mc, with("Succeeded", "True"), now),
+            std::chrono::seconds(50));
+  EXPECT_EQ(TtlLeft(mc, with("Failed", "True"), at("2026-01-02T03:05:05Z")),
+            std::chrono::seconds(0));
+  EXPECT_EQ(TtlLeft(mc, with("Running", "True"), now), std::nullopt);
+  EXPECT_EQ(TtlLeft(mc, with("Succeeded", "False"), now), std::nullopt);
+  EXPECT_EQ(TtlLeft(mc, MiniClusterObject(), now), std::nullopt);
+  const MiniCluster no_ttl = *ParseMiniCluster(MiniClusterObject()).minicluster;
+  EXPECT_EQ(TtlLeft(no_ttl, with("Succeeded", "True"), now), std::nullopt);
 }
 
 // A queued MiniCluster with its Service and Job in the caches and

@@ -664,6 +664,19 @@ def test_deployed_rbac(work):
         check_owned(get("job", name, ns), get("minicluster", name, ns), f"Job {name}")
         check_owned(wait_for(f"NetworkPolicy {name}", lambda n=name: get("networkpolicy", n, ns)),
                     get("minicluster", name, ns), f"NetworkPolicy {name}")
+    # spec.ttlSecondsAfterFinished: a finished MiniCluster is deleted (the
+    # deployed role's delete), its Job and Service with it; others stay.
+    apply(minicluster("brief", ns, size=1, command=["true"], ttlSecondsAfterFinished=2))
+    pod = wait_for("the pod of brief", lambda: job_pods(ns, "brief"))[0]
+    set_pod_status(ns, pod["metadata"]["name"], "Succeeded", exit_code=0)
+    wait_state(ns, "brief", "Succeeded")
+    t0 = time.monotonic()
+    wait_for("brief deleted once its TTL ran out",
+             lambda: get("minicluster", "brief", ns) is None, timeout=30)
+    log(f"brief deleted {time.monotonic() - t0:.1f}s after it was seen Succeeded (TTL 2 s)")
+    wait_for("brief's Job and Service gone", lambda: get("job", "brief", ns) is None
+             and get("service", "brief", ns) is None, timeout=60)
+    check_eq(state(ns, "free"), "Running", "free (no TTL) after brief's deletion")
     bad = [ln for ln in ctl.text().splitlines() if "HTTP 403" in ln or "orbidden" in ln]
     check_eq(bad, [], "RBAC refusals in the controller log")
 

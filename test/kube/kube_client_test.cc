@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kube/api_path.h"
+#include "kube/time_format.h"
 
 namespace fcc::kube {
 namespace {
@@ -183,6 +184,22 @@ TEST(KubeClient, ReusesConnectionsAcrossRequests) {
   }
   for (auto& t : threads) t.join();
   EXPECT_LE(server.connections(), 5u);
+}
+
+}  // namespace
+}  // namespace fcc::kube
+
+namespace fcc::kube {
+namespace {
+
+TEST(ParseTime, ReadsWhatFormatTimeWritesAndNothingElse) {
+  const auto t = std::chrono::system_clock::from_time_t(1767323045);
+  ASSERT_EQ(FormatTime(t), "2026-01-02T03:04:05Z");
+  EXPECT_EQ(ParseTime("2026-01-02T03:04:05Z"), t);
+  EXPECT_EQ(ParseTime(""), std::nullopt);
+  EXPECT_EQ(ParseTime("2026-01-02T03:04:05"), std::nullopt);
+  EXPECT_EQ(ParseTime("2026-01-02T03:04:05Z trailing"), std::nullopt);
+  EXPECT_EQ(ParseTime("yesterday"), std::nullopt);
 }
 
 }  // namespace
