@@ -1,5 +1,6 @@
 // minicluster-controller: `run` (default) reconciles MiniClusters;
-// `render -f FILE` prints the Service and Job for a MiniCluster manifest.
+// `render -f FILE` prints the Service, NetworkPolicy and Job for a MiniCluster
+// manifest.
 // This file parses flags and wires the parts together; controller.h runs
 // them.
 #include <spdlog/spdlog.h>
@@ -261,7 +262,7 @@ int main(int argc, char** argv) {
   }
   std::string render_file;
   auto* render = app.add_subcommand(
-      "render", "print the Service and Job for a MiniCluster");
+      "render", "print the Service, NetworkPolicy and Job for a MiniCluster");
   render
       ->add_option("-f,--filename", render_file,
                    "MiniCluster manifest (YAML or JSON)")

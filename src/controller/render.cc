@@ -29,6 +29,7 @@ std::expected<std::string, std::string> RenderMiniCluster(
   }
   const MiniCluster& mc = *parsed.minicluster;
   return "---\n" + kube::JsonToYaml(DesiredService(mc, options)) + "---\n" +
+         kube::JsonToYaml(DesiredNetworkPolicy(mc)) + "---\n" +
          kube::JsonToYaml(DesiredJob(mc, options));
 }
 

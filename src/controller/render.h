@@ -1,5 +1,5 @@
-// `minicluster-controller render`: the Service and Job the reconciler would
-// create for a MiniCluster manifest, as a YAML stream.
+// `minicluster-controller render`: the Service, NetworkPolicy and Job the
+// reconciler would create for a MiniCluster manifest, as a YAML stream.
 #pragma once
 
 #include <expected>
@@ -16,7 +16,8 @@ inline constexpr char kRenderUidPlaceholder[] =
 
 // Parses `manifest` (YAML or JSON, one MiniCluster), defaults namespace to
 // "default" and uid to the placeholder, validates it and returns
-// "---\n<Service>---\n<Job>", or the error naming the fields to fix.
+// "---\n<Service>---\n<NetworkPolicy>---\n<Job>", or the error naming the
+// fields to fix.
 std::expected<std::string, std::string> RenderMiniCluster(
     const std::string& manifest, const DesiredOptions& options);
 

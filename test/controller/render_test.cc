@@ -33,26 +33,25 @@ std::vector<json> Documents(const std::string& yaml) {
   return docs ? std::move(*docs) : std::vector<json>{};
 }
 
-TEST(Render, PrintsServiceThenJobFromTheDesiredCode) {
+TEST(Render, PrintsWhatTheReconcilerCreatesFromTheDesiredCode) {
   const auto out = RenderMiniCluster(kManifest, DesiredOptions{});
   ASSERT_TRUE(out) << out.error();
   const std::vector<json> docs = Documents(*out);
-  ASSERT_EQ(docs.size(), 2u);
-  EXPECT_EQ(docs[0]["kind"], "Service");
-  EXPECT_EQ(docs[1]["kind"], "Job");
-  EXPECT_EQ(docs[1]["metadata"]["namespace"], "default");
-  EXPECT_EQ(docs[1]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
-            "user-queue");
+  ASSERT_EQ(docs.size(), 3u);
   // Exactly what the reconciler would create (modulo the placeholder uid).
-  json mc = Documents(kManifest).at(0);
-  mc["metadata"]["namespace"] = "default";
-  mc["metadata"]["uid"] = kRenderUidPlaceholder;
-  EXPECT_EQ(docs[1],
-            DesiredJob(*ParseMiniCluster(mc).minicluster, DesiredOptions{}));
-  EXPECT_EQ(docs[1]["spec"]["successPolicy"]["rules"][0]["succeededIndexes"],
-            "0");
-  EXPECT_EQ(docs[1]["spec"]["template"]["spec"]["containers"][0]["args"][3],
-            "2");
+  json manifest = Documents(kManifest).at(0);
+  manifest["metadata"]["namespace"] = "default";
+  manifest["metadata"]["uid"] = kRenderUidPlaceholder;
+  const MiniCluster mc = *ParseMiniCluster(manifest).minicluster;
+  EXPECT_EQ(docs[0], DesiredService(mc, DesiredOptions{}));
+  EXPECT_EQ(docs[1], DesiredNetworkPolicy(mc));
+  EXPECT_EQ(docs[2], DesiredJob(mc, DesiredOptions{}));
+  const json& job = docs[2];
+  EXPECT_EQ(job["metadata"]["namespace"], "default");
+  EXPECT_EQ(job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
+            "user-queue");
+  EXPECT_EQ(job["spec"]["successPolicy"]["rules"][0]["succeededIndexes"], "0");
+  EXPECT_EQ(job["spec"]["template"]["spec"]["containers"][0]["args"][3], "2");
 }
 
 TEST(Render, ShowsThePodTemplateFields) {
@@ -68,7 +67,7 @@ TEST(Render, ShowsThePodTemplateFields) {
 )";
   const auto out = RenderMiniCluster(manifest, DesiredOptions{});
   ASSERT_TRUE(out) << out.error();
-  const json job = Documents(*out).at(1);
+  const json job = Documents(*out).at(2);
   const json& pod = job["spec"]["template"];
   EXPECT_EQ(pod["metadata"]["labels"]["team"], "physics");
   EXPECT_EQ(pod["metadata"]["annotations"]["example.com/cost-center"],
