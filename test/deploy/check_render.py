@@ -13,6 +13,7 @@ usage: check_render.py INSTALL_KUSTOMIZE DEPLOY_DIR DRIVER_BINARY
 """
 
 import copy
+import glob
 import json
 import os
 import re
@@ -666,8 +667,10 @@ MULTIKUEUE_MUTATIONS = {  # (manager, worker) -> breaks one
 
 def check_multikueue(kustomize, deploy_dir, objects, serve_flags, global_flags):
     """Both variants render, as checked above; the worker passes every check
-    of deploy/'s render; `kustomize edit set image` in each variant's
-    directory (as its kustomization.yaml says) pins both workloads."""
+    of deploy/'s render; `kustomize edit set image` in components/image (as
+    its kustomization.yaml says) pins both workloads of deploy/ and of both
+    variants, and no other kustomization names the image (it would not
+    apply: the component renames it first)."""
     manager, worker = (m.render(kustomize, os.path.join(deploy_dir, o)) for o in OVERLAYS)
     errors = check_multikueue_objects(objects, manager, worker)
     errors += [f"worker: {e}" for e in check_objects(worker, serve_flags, global_flags)]
@@ -675,15 +678,22 @@ def check_multikueue(kustomize, deploy_dir, objects, serve_flags, global_flags):
     with tempfile.TemporaryDirectory() as tmp:
         copy_dir = os.path.join(tmp, "deploy")
         shutil.copytree(deploy_dir, copy_dir)
-        for overlay in OVERLAYS:
+        subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={image}"],
+                       cwd=os.path.join(copy_dir, "components", "image"), check=True,
+                       capture_output=True)
+        for overlay in ("",) + tuple(OVERLAYS):
             where = os.path.join(copy_dir, overlay)
-            subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={image}"],
-                           cwd=where, check=True, capture_output=True)
             images = sorted({ct["image"] for o in m.render(kustomize, where)
                              if o["kind"] in ("Deployment", "DaemonSet")
                              for ct in m.pod_spec(o)["containers"]})
             if images != [image]:
-                errors.append(f"{overlay}: after kustomize edit set image: {images}")
+                errors.append(f"deploy/{overlay}: after kustomize edit set image in "
+                              f"components/image: {images}")
+    for path in glob.glob(os.path.join(deploy_dir, "**", "kustomization.yaml"), recursive=True):
+        if os.path.dirname(path) != os.path.join(deploy_dir, "components", "image"):
+            with open(path) as f:
+                if re.search(r"^images:", f.read(), re.M):
+                    errors.append(f"{path}: images: belongs in components/image only")
     for name, mutate in MULTIKUEUE_MUTATIONS.items():
         broken = copy.deepcopy((objects, manager, worker))
         try:

@@ -177,8 +177,8 @@ def install(work, without_admission_policy=False, overlay=None):
     `without_admission_policy`, the documented opt-out (docs/operations.md):
     the policies admit the curve volume only in the controller's pods, and
     hand-made pods are what the driver-only tests run. `overlay`: a
-    kustomization under deploy/ (e.g. multikueue/worker, which names the
-    image itself) applied instead of deploy/."""
+    kustomization under deploy/ (e.g. multikueue/worker) applied instead of
+    deploy/; the image is set where every one of them takes it from."""
     key = os.path.join(work, "master.key")
     with open(key, "wb") as f:
         f.write(os.urandom(64))
@@ -192,7 +192,7 @@ def install(work, without_admission_policy=False, overlay=None):
     kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
                                capture_output=True, text=True, check=True).stdout.strip()
     subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={driver_image()}"],
-                   cwd=deploy, check=True)
+                   cwd=os.path.join(top, "components", "image"), check=True)
     if without_admission_policy:
         subprocess.run([kustomize, "edit", "add", "component",
                         "components/without-admission-policy"], cwd=deploy, check=True)
