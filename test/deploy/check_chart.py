@@ -22,6 +22,8 @@ import manifests as m
 
 KUBELET_DIR = "/var/lib/kubelet"
 IMAGE = "ghcr.io/flux-curve-csi/flux-curve-csi:v0.1.0"
+FLUX_OPERATOR = "system:serviceaccount:operator-system:operator-controller-manager"
+FLUX_OPERATOR_MOVED = "system:serviceaccount:flux-op:fo"
 DRIVER_NS = "flux-curve-csi"
 CONTROLLER_NS = "minicluster-system"
 ADMISSION_KINDS = {"ValidatingAdmissionPolicy",
@@ -230,6 +232,19 @@ def main():
             cwd=f"{copy_dir}/{ROLES['worker']}")
         worker_without_policies = m.render(kustomize,
                                            f"{copy_dir}/{ROLES['worker']}")
+        # The flux-operator's identity, changed and left out, as
+        # components/flux-operator/kustomization.yaml says.
+        operator_dir = f"{tmp}/deploy-operator"
+        shutil.copytree(deploy, operator_dir)
+        component = f"{operator_dir}/components/flux-operator/kustomization.yaml"
+        with open(component) as f:
+            text = f.read()
+        with open(component, "w") as f:
+            f.write(text.replace(f"'{FLUX_OPERATOR}'", f"'{FLUX_OPERATOR_MOVED}'"))
+        operator_moved = m.render(kustomize, operator_dir)
+        with open(component, "w") as f:
+            f.write(text.replace(f"'{FLUX_OPERATOR}'", "''"))
+        operator_none = m.render(kustomize, operator_dir)
 
     def check(ok, message):
         if not ok:
@@ -246,6 +261,8 @@ def main():
           "components/without-admission-policy does not drop exactly the "
           f"admission policies: {sorted(map(label, dropped))}")
     check(m.find(base, "NetworkPolicy"), "no NetworkPolicy in deploy/")
+    check(compare(operator_moved, base) and compare(operator_none, base),
+          "editing components/flux-operator changes nothing")
 
     ns = with_namespaces(base)
     ns_role = {r: with_namespaces(objs) for r, objs in role.items()}
@@ -293,6 +310,11 @@ def main():
          without_kinds(base, {"Namespace"})),
         ("admissionPolicy.enabled=false", ["admissionPolicy.enabled=false"],
          without_policies),
+        ("fluxOperator.namespace=flux-op, fluxOperator.serviceAccount=fo",
+         ["fluxOperator.namespace=flux-op", "fluxOperator.serviceAccount=fo"],
+         operator_moved),
+        ("fluxOperator.serviceAccount=", ["fluxOperator.serviceAccount="],
+         operator_none),
         ("networkPolicies.enabled=false", ["networkPolicies.enabled=false"],
          without_kinds(base, {"NetworkPolicy"})),
         ("multikueue.role=manager", ["multikueue.role=manager"],
@@ -331,7 +353,8 @@ def main():
                 ["namespaces.driver=shared", "namespaces.controller=shared"],
                 ["image.repository=registry.example.com/fcc #x"],
                 ["image.repository=registry.example.com/fcc\nx: y"],
-                ["image.tag=v1 x"], ["image.tag=v1:x"], ["image.tag=v1#x"]):
+                ["image.tag=v1 x"], ["image.tag=v1:x"], ["image.tag=v1#x"],
+                ["fluxOperator.namespace=a'b"], ["fluxOperator.serviceAccount=a'b"]):
         p = subprocess.run([helm, "template", "x", chart,
                             *[a for s in bad for a in ("--set", s)]],
                            capture_output=True, text=True)

@@ -579,6 +579,7 @@ def check_opt_out(kustomize, deploy_dir, objects):
     return errors
 
 
+FLUX_OPERATOR = "system:serviceaccount:operator-system:operator-controller-manager"
 MULTIKUEUE_SA = "system:serviceaccount:kueue-system:multikueue-sa"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 WORKER_ARG = "--multikueue-worker"
@@ -600,9 +601,16 @@ def check_multikueue_objects(deploy, manager, worker):
     the manager is deploy/ without the driver (CSIDriver, its namespace and
     all in it), every other object unchanged, the admission policies all
     there; the worker is deploy/ with the controller given --multikueue-worker,
-    two policies given one matchCondition more, and policy.yaml's policies."""
+    two policies given one matchCondition more, and policy.yaml's policies.
+    Neither admits the flux-operator's Jobs (deploy/ does, with
+    components/flux-operator)."""
     c = m.Checker()
-    base = {_key(o): o for o in deploy}
+    base = {_key(o): copy.deepcopy(o) for o in deploy}
+    jobs = base.get((POLICY_KINDS[0], "", "curve-volume-jobs.minicluster.dev"))
+    operator = {"name": "fluxOperator", "expression": f"'{FLUX_OPERATOR}'"}
+    if c.equal((jobs or {}).get("spec", {}).get("variables", [None])[0], operator,
+               "deploy/: the flux-operator's user in curve-volume-jobs"):
+        jobs["spec"]["variables"][0]["expression"] = "''"
     driver = {k for k in base if k[0] == "CSIDriver" or k[1] == m.NAMESPACE
               or k[:2] == ("Namespace", "") and k[2] == m.NAMESPACE}
     got = {_key(o): o for o in manager}

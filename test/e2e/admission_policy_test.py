@@ -46,6 +46,15 @@ refused. The controller's token creates the copy's Service and
 NetworkPolicy, owned by the Job, and nothing else so labelled (another
 owner, kube-system, adopting), and no Job with MultiKueue's label.
 
+test_flux_operator: the default install (deploy/, with
+components/flux-operator) admits the exact Job the flux-operator renders
+for a flux-framework.org MiniCluster (test/e2e/fixtures/flux-operator-job.yaml,
+from the commit docs/reference/flux-operator.md pins), sent as the
+operator's service account, and the Job controller then creates its pods;
+the same Job is refused when its volume names another MiniCluster, when no
+flux-framework.org MiniCluster controls it, when its generation is a uid
+(a minicluster.dev MiniCluster's key), and when anyone else sends it.
+
   test/e2e/admission_policy_test.py [TEST...]   (FCC_CONTROLLER=path/to/binary)
 """
 
@@ -56,8 +65,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_lib import (REPO, Controller, apply, check, check_eq, create_namespace, get,  # noqa: E402
-                     items, job_pods, kubectl, log, main, minicluster,
+from e2e_lib import (API, REPO, Controller, apply, check, check_eq,  # noqa: E402
+                     create_namespace, get, items, job_pods, kubectl, log, main, minicluster,
                      service_account_kubeconfig, wait_for)
 
 POLICY_DIR = os.path.join(REPO, "deploy", "admission-policy")
@@ -1064,6 +1073,89 @@ def test_multikueue_worker(work):
                 MK_JOBS, MK_CONTROLLER, "--ignore-not-found")
         kubectl("apply", "-k", POLICY_DIR)
 
+FLUX_OPERATOR = "system:serviceaccount:operator-system:operator-controller-manager"
+FLUX_OPERATOR_JOB = os.path.join(REPO, "test", "e2e", "fixtures", "flux-operator-job.yaml")
+# The flux-operator's kind, reduced to what an owner needs: its CRD's
+# schema is the operator's business, not this test's.
+FLUX_OPERATOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "miniclusters.flux-framework.org"},
+    "spec": {"group": "flux-framework.org", "scope": "Namespaced",
+             "names": {"kind": "MiniCluster", "plural": "miniclusters", "singular": "minicluster"},
+             "versions": [{"name": "v1alpha2", "served": True, "storage": True, "schema": {
+                 "openAPIV3Schema": {"type": "object",
+                                     "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def default_install_policies():
+    """The admission policies as `kubectl apply -k deploy/` installs them."""
+    import yaml  # python3-yaml
+    kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run([kustomize, "build", os.path.join(REPO, "deploy")], capture_output=True,
+                         text=True, check=True).stdout
+    return [o for o in yaml.safe_load_all(out) if o and o["kind"].startswith("ValidatingAdmission")]
+
+
+def test_flux_operator(work):
+    import yaml  # python3-yaml
+    ns = "e2e-flux-operator"
+    create_namespace(ns)
+    grant_user(ns)
+    kubectl("create", "rolebinding", "flux-operator", "-n", ns, "--role=workloads",
+            "--serviceaccount=operator-system:operator-controller-manager")
+    apply(FLUX_OPERATOR_CRD)
+    kubectl("wait", "--for=condition=Established", "crd/miniclusters.flux-framework.org",
+            "--timeout=60s", timeout=90)
+    for policy in default_install_policies():
+        apply(policy)
+    owner = {"apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+             "metadata": {"name": "lammps", "namespace": ns}, "spec": {"size": 4}}
+    apply(owner)
+    uid = get("miniclusters.flux-framework.org", "lammps", ns)["metadata"]["uid"]
+    with open(FLUX_OPERATOR_JOB) as f:
+        rendered_job = yaml.safe_load(f)
+    rendered_job["metadata"]["namespace"] = ns
+    rendered_job["metadata"]["ownerReferences"][0]["uid"] = uid
+    rendered_job["spec"]["template"]["metadata"]["namespace"] = ns
+
+    def curve_attributes(obj):
+        return next(v["csi"]["volumeAttributes"] for v in pod_spec(obj)["volumes"]
+                    if v.get("csi", {}).get("driver") == DRIVER)
+
+    # Refusals first (dry runs), each a change of the rendered Job.
+    another = edited(rendered_job, lambda o: curve_attributes(o).update(minicluster="lab"))
+    wait_enforced(another, FLUX_OPERATOR, "the operator's Job naming another MiniCluster")
+    for what, obj in [
+            ("the operator's Job naming another MiniCluster", another),
+            ("the operator's Job with no owner", edited(
+                rendered_job, lambda o: o["metadata"].pop("ownerReferences"))),
+            ("the operator's Job owned by a minicluster.dev MiniCluster", edited(
+                rendered_job, lambda o: o["metadata"]["ownerReferences"][0].update(
+                    apiVersion=API))),
+            ("the operator's Job whose generation is a uid", edited(
+                rendered_job, lambda o: curve_attributes(o).update(generation=uid)))]:
+        r = create(obj, FLUX_OPERATOR, dry_run=True)
+        check(r.returncode != 0 and f"ValidatingAdmissionPolicy '{JOBS_POLICY}'" in r.stderr,
+              f"{what} was not refused by {JOBS_POLICY}: {r.stdout} {r.stderr}")
+        log(f"{what}: refused: {r.stderr.strip().split('denied request: ', 1)[-1]}")
+    check_refused(create(rendered_job, USER, dry_run=True), JOBS_POLICY, USER,
+                  "the operator's Job sent by a user")
+
+    # The Job as rendered, as the operator: admitted, and its pods made.
+    check_admitted(create(rendered_job, FLUX_OPERATOR), "the flux-operator's Job")
+    pods = wait_for("four pods of the flux-operator's Job, created by the Job controller",
+                    lambda: len(job_pods(ns, "lammps")) == 4 and job_pods(ns, "lammps"),
+                    timeout=60)
+    check_eq({tuple(sorted(curve_attributes({"spec": {"template": p}}).items())) for p in pods},
+             {(("generation", "1"), ("minicluster", "lammps"), ("owner", "0"))},
+             "the curve volume of the operator's pods")
+    check_eq([m for r, m in events(ns, "Job", "lammps") if r == "FailedCreate"], [],
+             "FailedCreate events of the flux-operator's Job")
+    kubectl("delete", "namespace", ns, "--wait=false")
+
+
 if __name__ == "__main__":
     main([test_job_controller_identity, test_policy, test_volume_count, test_name_label,
-          test_minicluster_quota, test_controller_confined, test_multikueue_worker])
+          test_minicluster_quota, test_controller_confined, test_multikueue_worker,
+          test_flux_operator])

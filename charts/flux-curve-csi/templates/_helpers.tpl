@@ -17,6 +17,16 @@ which the admission policies compare against.
 {{- end -}}
 
 {{/*
+The flux-operator's user, whose Jobs the curve-volume-jobs policy admits for
+their own MiniCluster (deploy/components/flux-operator), or "" for none.
+*/}}
+{{- define "flux-curve-csi.fluxOperatorUser" -}}
+{{- if and .Values.fluxOperator.serviceAccount (not .Values.multikueue.role) -}}
+{{- printf "system:serviceaccount:%s:%s" .Values.fluxOperator.namespace .Values.fluxOperator.serviceAccount -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Non-empty when the chart installs the CSI driver (CSIDriver and
 templates/daemonset/): everywhere but on a MultiKueue manager, where no
 MiniCluster pod runs (deploy/multikueue/manager).
