@@ -31,17 +31,19 @@ int DecimalDigits(int64_t n) {
 }
 
 // Reads an optional integer field; records an error if it has another type.
+// True when it stored a value.
 template <typename Int>
-void ReadInt(const json& spec, const char* key, Int* out,
+bool ReadInt(const json& spec, const char* key, Int* out,
              std::vector<std::string>* errors) {
   auto it = spec.find(key);
-  if (it == spec.end() || it->is_null()) return;
+  if (it == spec.end() || it->is_null()) return false;
   if (!it->is_number_integer()) {
     errors->push_back(std::string("spec.") + key +
                       ": must be an integer, got " + it->dump());
-    return;
+    return false;
   }
   *out = it->get<Int>();
+  return true;
 }
 
 using Errors = std::vector<std::string>;
@@ -205,15 +207,13 @@ void ReadMinSizeAndTopo(const json& spec, MiniClusterSpec& s, Errors& errors) {
 }
 
 void ReadTtl(const json& spec, MiniClusterSpec& s, Errors& errors) {
-  auto it = spec.find("ttlSecondsAfterFinished");
-  if (it == spec.end() || it->is_null()) return;
-  int32_t ttl = -1;
-  ReadInt(spec, "ttlSecondsAfterFinished", &ttl, &errors);
-  if (!it->is_number_integer()) return;
+  int32_t ttl = 0;
+  if (!ReadInt(spec, "ttlSecondsAfterFinished", &ttl, &errors)) return;
   if (ttl < 0) {
     errors.push_back(
         "spec.ttlSecondsAfterFinished: must be 0 or more seconds, got " +
-        it->dump() + "; omit it to keep the MiniCluster until deleted");
+        std::to_string(ttl) +
+        "; omit it to keep the MiniCluster until deleted");
     return;
   }
   s.ttl_seconds_after_finished = ttl;
