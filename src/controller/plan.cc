@@ -186,8 +186,6 @@ std::string ActionName(Action::Kind kind) {
       return "set Job suspend";
     case Action::Kind::kApplyStatus:
       return "apply status";
-    case Action::Kind::kDeleteMiniCluster:
-      return "delete MiniCluster";
   }
   return "unknown";
 }
@@ -245,16 +243,14 @@ std::optional<std::chrono::seconds> TtlLeft(
   return std::chrono::ceil<std::chrono::seconds>(expires - now);
 }
 
-Action DeleteMiniClusterStep(const MiniCluster& mc, const std::string& uid) {
+Deletion DeleteMiniClusterRequest(const MiniCluster& mc,
+                                  const std::string& uid) {
   return {
-      Action::Kind::kDeleteMiniCluster,
       kube::ObjectPath(kApiVersion, "miniclusters", mc.namespace_name, mc.name),
       {{"apiVersion", "v1"},
        {"kind", "DeleteOptions"},
        {"preconditions", {{"uid", uid}}},
-       {"propagationPolicy", "Background"}},
-      "",
-      false};
+       {"propagationPolicy", "Background"}}};
 }
 
 }  // namespace fcc::controller

@@ -55,8 +55,7 @@ struct Action {
     kCreateJob,
     kApplyJob,
     kSetJobSuspend,
-    kApplyStatus,
-    kDeleteMiniCluster
+    kApplyStatus
   };
   Kind kind;
   // The collection path for a create, the object's path otherwise.
@@ -108,8 +107,13 @@ std::optional<std::chrono::seconds> TtlLeft(
     const MiniCluster& mc, const nlohmann::json& object,
     std::chrono::system_clock::time_point now);
 
-// The DELETE of that MiniCluster, of this uid only (a new one of the same
-// name is not touched); its Job, pods and Service go by garbage collection.
-Action DeleteMiniClusterStep(const MiniCluster& mc, const std::string& uid);
+// The DELETE of a MiniCluster, of this uid only (a new one of the same name
+// is not touched); its Job, pods and Service go by garbage collection.
+struct Deletion {
+  std::string path;
+  nlohmann::json body;  // DeleteOptions
+};
+Deletion DeleteMiniClusterRequest(const MiniCluster& mc,
+                                  const std::string& uid);
 
 }  // namespace fcc::controller

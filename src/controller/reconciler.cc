@@ -178,6 +178,14 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
 ReconcileResult Reconciler::DeleteIfExpired(
     const std::string& key, const Snapshot& snapshot, const json& object,
     std::chrono::system_clock::time_point now) {
+  // Most MiniClusters have no TTL, or have not finished: no parse for them.
+  if (!kube::FieldAt(snapshot.minicluster, "spec")
+           .contains("ttlSecondsAfterFinished")) {
+    return ReconcileResult::Done();
+  }
+  const std::string& state =
+      kube::StringAt(kube::FieldAt(object, "status"), "state");
+  if (state != "Succeeded" && state != "Failed") return ReconcileResult::Done();
   const ParseResult parsed = ParseMiniCluster(snapshot.minicluster);
   if (!parsed.minicluster.has_value() || !parsed.errors.empty())
     return ReconcileResult::Done();
@@ -189,8 +197,8 @@ ReconcileResult Reconciler::DeleteIfExpired(
     later.after = *left;
     return later;
   }
-  const Action del =
-      DeleteMiniClusterStep(mc, kube::ObjectMeta(snapshot.minicluster).uid());
+  const Deletion del = DeleteMiniClusterRequest(
+      mc, kube::ObjectMeta(snapshot.minicluster).uid());
   const kube::HttpResponse response = api_.Delete(del.path, del.body);
   // 404: gone already; 409: the uid precondition failed, so the name now
   // belongs to a new MiniCluster, which is not ours to delete.
