@@ -83,11 +83,11 @@ def test_minicluster(work):
     out = index0_logs(name, ns)
     for i in range(2):
         check(f"{name}-{i}\n" in out, f"index 0 printed {name}-{i}: {out[-600:]}")
-    generation = get("minicluster", name, ns)["metadata"]["uid"]
+    generation = get("miniclusters.minicluster.dev", name, ns)["metadata"]["uid"]
     want = expected_public(work, ns, name, generation)
     check_eq(sorted(keys.values()), [want, want],
              f"both brokers' public key, as `flux-curve-csi cert` derives it ({sorted(keys)})")
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 

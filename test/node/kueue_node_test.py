@@ -108,7 +108,7 @@ def uids_of(name):
 
 def delete(name):
     uids = uids_of(name)
-    kubectl("delete", "minicluster", name, "-n", NS)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", NS)
     wait_gone(name, NS, uids)
 
 
@@ -185,7 +185,7 @@ def test_partial_admission(work):
     check_eq((job["spec"]["parallelism"], job["spec"]["completions"]), (2, 2),
              "the Job's parallelism and completions after partial admission")
     wait_for('partial\'s status.brokers "2/2 (of 3)"', lambda: (
-        get("minicluster", "partial", NS).get("status") or {}).get("brokers") == "2/2 (of 3)",
+        get("miniclusters.minicluster.dev", "partial", NS).get("status") or {}).get("brokers") == "2/2 (of 3)",
         timeout=60)
     lead = pods[0]["metadata"]["name"]
     out = kubectl("exec", "-n", NS, lead, "--", "flux", "run", "-N2", "hostname", timeout=120).stdout

@@ -24,7 +24,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from node_lib import (CONTROLLER_NS, NAMESPACE, archive_name, cert_path_on_node,  # noqa: E402
                       driver_binary, driver_pod, events_of, image_archive, install,
-                      mounts_of, node_images)
+                      minicluster_state as state, mounts_of, node_images)
 from e2e_lib import (API, apply, check, check_eq, create_namespace, get, items,  # noqa: E402
                      kubectl, log, main, wait_for)
 
@@ -59,11 +59,6 @@ def minicluster(name, ns, size, command=None, image=None, **spec):
 def pods_of(name, ns):
     return sorted(items("pods", ns, f"minicluster.dev/name={name}"),
                   key=lambda p: p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
-
-
-def state(name, ns):
-    mc = get("minicluster", name, ns) or {}
-    return mc.get("status", {}).get("state")
 
 
 def running_pods(name, ns, size):
@@ -143,7 +138,7 @@ def test_ephemeral(work):
               for c in job["status"].get("conditions", [])), "the Job met its successPolicy")
     wait_for("the finished pods' volumes unmounted", lambda: not any(mounts_of(u) for u in uids),
              timeout=90)
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 
@@ -188,12 +183,12 @@ def test_persistent(work):
     allowed = sorted(line.split()[-1] for line in out if line.strip())
     check(len(allowed) == 2 and "0" not in allowed,
           f"each task may run on every core of its pod, not only core 0: {allowed}")
-    check_eq((get("minicluster", name, ns).get("status") or {}).get("fluxResources"),
+    check_eq((get("miniclusters.minicluster.dev", name, ns).get("status") or {}).get("fluxResources"),
              {"source": "pod", "cores": 1, "gpus": 0}, "status.fluxResources")
     time.sleep(5)
     check_eq(state(name, ns), "Running", "a persistent MiniCluster stays Running")
     uids = [p["metadata"]["uid"] for p in pods]
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 
@@ -229,7 +224,7 @@ def test_unwired_stays_unready(work):
     check(int(waiting) <= 1, f"at most one readiness probe waiting in {pname}: {waiting}")
     log(f"{pname}: {int(waiting)} readiness probe waiting")
     uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 
@@ -251,7 +246,7 @@ def test_unknown_uid_becomes_ready(work):
     out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N2", "id", "-u", timeout=120).stdout
     check_eq(out.split(), [str(uid)] * 2, "flux run -N2 id -u")
     uids = [p["metadata"]["uid"] for p in pods]
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 
@@ -260,12 +255,12 @@ def test_failing_command(work):
     create_namespace(ns)
     apply(minicluster(name, ns, 2, ["sh", "-c", "echo no such input >&2; exit 3"]))
     wait_for(f"MiniCluster {name} Failed", lambda: state(name, ns) == "Failed", timeout=240)
-    mc = get("minicluster", name, ns)
+    mc = get("miniclusters.minicluster.dev", name, ns)
     failed = [c for c in mc["status"]["conditions"] if c["type"] == "Failed"][0]
     log(f"Failed: reason={failed['reason']} message={failed.get('message', '')[:200]}")
     check(failed["status"] == "True" and failed["reason"], f"Failed with a reason: {failed}")
     uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 
@@ -371,7 +366,7 @@ def test_recreated_gets_new_key(work):
         pods = wait_for("the broker Running", lambda: running_pods(name, ns, 1), timeout=240)
         uid = pods[0]["metadata"]["uid"]
         keys.append(public_key_of(uid))
-        kubectl("delete", "minicluster", name, "-n", ns)
+        kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
         wait_gone(name, ns, [uid])
     check(keys[0] != keys[1], f"a re-created MiniCluster (new uid) gets a new key: {keys}")
 
@@ -478,7 +473,7 @@ def on_key(work, name, ns, size, key_id):
     says so and every pod's cert comes from that key."""
     apply(minicluster(name, ns, size))
     pods = wait_for(f"{name}'s brokers Ready", lambda: ready_pods(name, ns, size), timeout=240)
-    mc = get("minicluster", name, ns)
+    mc = get("miniclusters.minicluster.dev", name, ns)
     check_eq(mc["status"].get("keyId"), key_id, f"{name}'s status.keyId")
     want = key_public(work, ns, name, mc["metadata"]["uid"], key_id)
     check_eq({public_key_of(p["metadata"]["uid"]) for p in pods}, {want},
@@ -523,7 +518,7 @@ def test_key_rotation(work):
     # rot-a's pods replaced after the switch (suspended and resumed, as
     # Kueue's preemption does): the new pods still get k1 and wire up.
     for suspend in (True, False):
-        kubectl("patch", "minicluster", "rot-a", "-n", ns, "--type=merge",
+        kubectl("patch", "miniclusters.minicluster.dev", "rot-a", "-n", ns, "--type=merge",
                 "-p", json.dumps({"spec": {"suspend": suspend}}))
         if suspend:
             wait_for("rot-a's pods gone", lambda: not pods_of("rot-a", ns), timeout=120)
@@ -539,7 +534,7 @@ def test_key_rotation(work):
 
     # Retire k1: rot-a deleted, no volume left on k1, then removed from the
     # Secret. rot-b (k2) is untouched.
-    kubectl("delete", "minicluster", "rot-a", "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", "rot-a", "-n", ns)
     wait_gone("rot-a", ns, [p["metadata"]["uid"] for p in first + pods])
     check_eq(volumes_on_key("k1"), 0.0, "volumes on k1 after rot-a's deletion")
     out = run_documented("flux_curve_csi_volumes_key_unknown ", old="k1")
@@ -557,18 +552,18 @@ def test_key_rotation(work):
     check_eq([(c["restartCount"], c.get("lastState", {}).get("terminated"))
               for c in now["status"]["containerStatuses"]], [(0, None)],
              "driver restarts (count, last termination)")
-    kubectl("delete", "minicluster", "rot-b", "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", "rot-b", "-n", ns)
     wait_gone("rot-b", ns, [p["metadata"]["uid"] for p in second])
 
 
 def degraded(name, ns):
-    mc = get("minicluster", name, ns) or {}
+    mc = get("miniclusters.minicluster.dev", name, ns) or {}
     return next((c["status"] for c in mc.get("status", {}).get("conditions", [])
                  if c["type"] == "Degraded"), None)
 
 
 def degraded_message(name, ns):
-    mc = get("minicluster", name, ns) or {}
+    mc = get("miniclusters.minicluster.dev", name, ns) or {}
     return next((c.get("message", "") for c in mc.get("status", {}).get("conditions", [])
                  if c["type"] == "Degraded"), "")
 
@@ -609,7 +604,7 @@ def block_evictions(name, ns):
 
 
 def failed_condition(name, ns):
-    mc = get("minicluster", name, ns) or {}
+    mc = get("miniclusters.minicluster.dev", name, ns) or {}
     return next((c for c in mc.get("status", {}).get("conditions", [])
                  if c["type"] == "Failed" and c["status"] == "True"), None)
 
@@ -629,7 +624,7 @@ def test_follower_lost(work):
     apply(minicluster(name, ns, 3))
     pods = wait_for("three brokers Running and Ready", lambda: ready_pods(name, ns, 3), timeout=240)
     lead = pods[0]["metadata"]["name"]
-    wait_for("status 3/3", lambda: (get("minicluster", name, ns) or {}).get("status", {}).get(
+    wait_for("status 3/3", lambda: (get("miniclusters.minicluster.dev", name, ns) or {}).get("status", {}).get(
         "brokers") == "3/3", timeout=60)
     counted = 0
     for round_, (index, how) in enumerate(((2, "delete"), (1, "kill -9"), (2, "evict"))):
@@ -686,7 +681,7 @@ def test_follower_lost(work):
     wait_for("no broker pod left running", lambda: not [
         p for p in pods_of(name, ns) if p["status"].get("phase") in ("Pending", "Running")],
         timeout=120)
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 
@@ -713,7 +708,7 @@ def test_follower_lost_mid_run(work):
     check("exception" in out, f"the lead's log names Flux's job exception: {out[-600:]}")
     log("lead's log: " + " | ".join(l for l in out.splitlines() if "exception" in l)[:300])
     uids += [p["metadata"]["uid"] for p in pods_of(name, ns)]
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
 

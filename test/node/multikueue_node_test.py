@@ -277,7 +277,7 @@ def warnings_of(name):
 
 def cluster_of(name):
     with on("manager"):
-        return ((get("minicluster", name, NS) or {}).get("status", {}).get("workload") or {}).get(
+        return ((get("miniclusters.minicluster.dev", name, NS) or {}).get("status", {}).get("workload") or {}).get(
             "clusterName")
 
 
@@ -490,12 +490,12 @@ def test_multikueue(work):
         uids = {p["metadata"]["uid"] for p in pods_of("pers", NS)}
     t = time.monotonic()
     with on("manager"):
-        kubectl("delete", "minicluster", "pers", "-n", NS)
+        kubectl("delete", "miniclusters.minicluster.dev", "pers", "-n", NS)
     gone = wait_gone_from_worker("pers", uids, t)
     log(f"pers gone from the worker after its delete on the manager: {gone}")
     with on("manager"):
         for name in ("eph", "third"):
-            kubectl("delete", "minicluster", name, "-n", NS)
+            kubectl("delete", "miniclusters.minicluster.dev", name, "-n", NS)
     log(f"the flow took {since(t0)}")
 
 

@@ -18,6 +18,9 @@ NAMESPACE = "flux-curve-csi"
 NODE = "fcc-node"
 KUBELET_PODS = "/var/lib/kubelet/pods"
 CERT = "/etc/flux/curve/curve.cert"
+# In full: the flux-operator's kind is a "minicluster" too.
+MINICLUSTERS = "miniclusters.minicluster.dev"
+LEAD = "batch.kubernetes.io/job-completion-index=0"
 
 
 def driver_binary():
@@ -93,7 +96,27 @@ def mounts_of(pod_uid):
     return [m for m in our_mounts() if f"/pods/{pod_uid}/" in m[0]]
 
 
+def csi_mounts():
+    """Every CSI volume mounted for a pod on the node (certs and Flux views)."""
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if "/volumes/kubernetes.io~csi/" in line.split()[4]]
+
+
 # ------------------------------------------------------------------ pods
+
+def minicluster_status(name, ns):
+    return (get(MINICLUSTERS, name, ns) or {}).get("status", {})
+
+
+def minicluster_state(name, ns):
+    return minicluster_status(name, ns).get("state")
+
+
+def lead_pod(name, ns):
+    """The pod of the MiniCluster's lead broker (index 0), or None."""
+    pods = items("pods", ns, f"minicluster.dev/name={name},{LEAD}")
+    return pods[0] if pods else None
+
 
 def curve_pod(name, ns, minicluster="m1", generation="g1", owner="1000:1000", attrs=None):
     volume_attrs = {"minicluster": minicluster, "generation": generation, "owner": owner}

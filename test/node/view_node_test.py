@@ -77,7 +77,7 @@ def run_ephemeral(ns, name, image, size, command, timeout=240, **spec):
     out = index0_logs(name, ns)
     log(f"{name} ({image}, size {size}): {state(name, ns)} in {time.monotonic() - t0:.1f}s")
     check_eq(state(name, ns), "Succeeded", f"MiniCluster {name}: {out[-1500:]}")
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
     return out
 
@@ -162,7 +162,7 @@ def test_busybox_persistent_and_driver_kill(work):
     out = run_ephemeral(ns, "after-kill", app("app-busybox"), 1, ["flux", "run", "hostname"])
     check("after-kill-0\n" in out, f"a MiniCluster after the kill ran: {out[-400:]}")
     uids = [p["metadata"]["uid"] for p in pods]
-    kubectl("delete", "minicluster", name, "-n", ns)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
     check_eq([view_mounts(u) for u in uids], [[], [], []], "view mounts after deletion")
 
