@@ -262,7 +262,7 @@ def test_policy(work):
     ctl = Controller(work, "vap", kubeconfig=kubeconfig)
     ctl.wait_ready()
     apply(minicluster("lab", ns, size=2))
-    mc = wait_for("MiniCluster lab's uid", lambda: get("minicluster", "lab", ns)["metadata"].get("uid"))
+    mc = wait_for("MiniCluster lab's uid", lambda: get("miniclusters.minicluster.dev", "lab", ns)["metadata"].get("uid"))
     lab = wait_for("the controller's Job lab", lambda: get("job", "lab", ns))
     pods = wait_for("two pods of Job lab, created by the Job controller",
                     lambda: len(job_pods(ns, "lab")) == 2 and job_pods(ns, "lab"), timeout=60)
@@ -362,7 +362,7 @@ def test_controller_confined(work):
     for where in (ns, "flux-curve-csi", "kube-system"):
         create_namespace(where)
         apply(minicluster("lab", where, size=2, **spec))
-        stored = get("minicluster", "lab", where)
+        stored = get("miniclusters.minicluster.dev", "lab", where)
         path = os.path.join(work, f"lab-{where}.json")
         with open(path, "w") as f:
             json.dump(stored, f)
@@ -907,7 +907,7 @@ def test_multikueue_worker(work):
     # A MiniCluster lab in another namespace (a worker's own, say): there
     # the parameter policies find it and leave multikueue-sa's Jobs alone.
     apply(minicluster("lab", ns_mc, size=2))
-    stored_mc = get("minicluster", "lab", ns_mc)
+    stored_mc = get("miniclusters.minicluster.dev", "lab", ns_mc)
     path = os.path.join(work, "mk-lab-mc.json")
     with open(path, "w") as f:
         json.dump(stored_mc, f)
@@ -1153,6 +1153,8 @@ def test_flux_operator(work):
     check_eq([m for r, m in events(ns, "Job", "lammps") if r == "FailedCreate"], [],
              "FailedCreate events of the flux-operator's Job")
     kubectl("delete", "namespace", ns, "--wait=false")
+    # "minicluster" means either kind while both CRDs are there.
+    kubectl("delete", "crd", "miniclusters.flux-framework.org", "--wait=false")
 
 
 if __name__ == "__main__":

@@ -28,13 +28,13 @@ ORDER = ["Pending", "Queued", "Running", "Succeeded", "Failed"]
 
 
 def state(ns, name):
-    mc = get("minicluster", name, ns)
+    mc = get("miniclusters.minicluster.dev", name, ns)
     return (mc or {}).get("status", {}).get("state")
 
 
 def wait_state(ns, name, want, timeout=60):
     return wait_for(f"MiniCluster {ns}/{name} state {want}",
-                    lambda: state(ns, name) == want and get("minicluster", name, ns), timeout)
+                    lambda: state(ns, name) == want and get("miniclusters.minicluster.dev", name, ns), timeout)
 
 
 def check_owned(obj, mc, what):
@@ -180,7 +180,7 @@ def test_lifecycle(work):
         # Objects as stored: every Job was created suspended, and is shaped
         # as the design says; Services are headless; all owned.
         for name, (_, owner_attr) in specs.items():
-            mc = wait_for(f"MiniCluster {name} with a uid", lambda n=name: get("minicluster", n, ns))
+            mc = wait_for(f"MiniCluster {name} with a uid", lambda n=name: get("miniclusters.minicluster.dev", n, ns))
             job = wait_for(f"Job {name}", lambda n=name: get("job", n, ns), timeout=30)
             check_job(job, mc, owner_attr)
             check_service(wait_for(f"Service {name}", lambda n=name: get("service", n, ns)), mc)
@@ -225,8 +225,8 @@ def test_lifecycle(work):
         for p in pods:  # a kubelet starts them
             set_pod_status(ns, p["metadata"]["name"], "Running", ready=True)
         mc = wait_for("eph Running with 3 ready", lambda: "3 ready" in (
-            condition(get("minicluster", "eph", ns), "Running") or {}).get("message", "")
-            and get("minicluster", "eph", ns))
+            condition(get("miniclusters.minicluster.dev", "eph", ns), "Running") or {}).get("message", "")
+            and get("miniclusters.minicluster.dev", "eph", ns))
         check_eq(condition(mc, "Running")["message"], "3 of 3 broker pods active, 3 ready",
                  "Running message")
 
@@ -287,10 +287,10 @@ def test_lifecycle(work):
         wait_reasons(ns, "held", ["Queued", "Started", "Suspended"])
         failed = mc_events(ns, "pers")[-1]
         check_eq(failed["type"], "Warning", "type of event Failed")
-        check(failed["note"].startswith(condition(get("minicluster", "pers", ns), "Failed")["reason"]),
+        check(failed["note"].startswith(condition(get("miniclusters.minicluster.dev", "pers", ns), "Failed")["reason"]),
               f"event Failed note: {failed['note']!r}")
         check_eq(mc_events(ns, "eph")[-1]["regarding"]["uid"],
-                 get("minicluster", "eph", ns)["metadata"]["uid"], "event regarding.uid")
+                 get("miniclusters.minicluster.dev", "eph", ns)["metadata"]["uid"], "event regarding.uid")
         log("events: eph Queued, Started, Completed; pers ... Failed; held ... Suspended")
 
         # Level-triggered and idempotent: events that change nothing the
@@ -314,7 +314,7 @@ def test_lifecycle(work):
         # Deleting a MiniCluster garbage-collects its Job, Service, NetworkPolicy and pods.
         for name in specs:
             uid = get("job", name, ns)["metadata"]["uid"]
-            kubectl("delete", "minicluster", name, "-n", ns, "--wait=true", "--timeout=60s",
+            kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns, "--wait=true", "--timeout=60s",
                     timeout=90)
             wait_for(f"Job, Service and NetworkPolicy {name} garbage-collected",
                      lambda n=name: get("job", n, ns) is None and get("service", n, ns) is None
@@ -502,7 +502,7 @@ def test_pod_fields(work):
         for text in want:
             check(text in r.stderr, f"{what}: message lacks {text!r}: {r.stderr.strip()}")
         log(f"refused {what}: {r.stderr.strip()[:160]}")
-    check_eq(get("minicluster", "refused", ns), None, "a refused MiniCluster stored")
+    check_eq(get("miniclusters.minicluster.dev", "refused", ns), None, "a refused MiniCluster stored")
     check(ctl.alive(), "controller exited")
     check_eq([line for line in ctl.text().splitlines() if " error " in line], [],
              "controller errors")
@@ -519,7 +519,7 @@ def test_name_taken(work):
     apply(minicluster("taken", ns, size=1))
     mc = wait_state(ns, "taken", "Pending")
     wait_for("a condition with reason JobNameTaken", lambda: any(
-        c["reason"] == "JobNameTaken" for c in get("minicluster", "taken", ns)["status"]["conditions"]))
+        c["reason"] == "JobNameTaken" for c in get("miniclusters.minicluster.dev", "taken", ns)["status"]["conditions"]))
     check_eq(get("job", "taken", ns)["metadata"].get("ownerReferences"), None,
              "foreign Job ownerReferences")
     wait_reasons(ns, "taken", ["JobNameTaken"])
@@ -529,7 +529,7 @@ def test_name_taken(work):
              timeout=30)
     check_eq(reasons(ns, "taken"), ["JobNameTaken"], "events after retries")
     kubectl("delete", "job", "taken", "-n", ns, "--cascade=foreground", "--wait=true", "--timeout=60s")
-    mc = get("minicluster", "taken", ns)
+    mc = get("miniclusters.minicluster.dev", "taken", ns)
     job = wait_for("the MiniCluster's own Job",
                    lambda: (get("job", "taken", ns) or {}).get("metadata", {}).get("ownerReferences")
                    and get("job", "taken", ns), timeout=30)
@@ -573,7 +573,7 @@ def test_service_name_taken(work):
     apply(minicluster("svc-taken", ns, size=1))
     wait_for("a condition with reason ServiceNameTaken", lambda: any(
         c["reason"] == "ServiceNameTaken"
-        for c in get("minicluster", "svc-taken", ns)["status"]["conditions"]))
+        for c in get("miniclusters.minicluster.dev", "svc-taken", ns)["status"]["conditions"]))
     # Two retries more: the Service must still be theirs.
     wait_reconciled(ctl.metrics_url, "two retries of svc-taken", ctl.reconciles(), at_least=2)
     svc = get("service", "svc-taken", ns)
@@ -582,7 +582,7 @@ def test_service_name_taken(work):
     check_eq(get("job", "svc-taken", ns), None, "Job made while the Service name is taken")
     check_eq(reasons(ns, "svc-taken"), ["ServiceNameTaken"], "events while the Service is in the way")
     kubectl("delete", "service", "svc-taken", "-n", ns, "--wait=true", "--timeout=60s")
-    mc = get("minicluster", "svc-taken", ns)
+    mc = get("miniclusters.minicluster.dev", "svc-taken", ns)
     svc = wait_for("the MiniCluster's own Service",
                    lambda: (get("service", "svc-taken", ns) or {}).get("metadata", {})
                    .get("ownerReferences") and get("service", "svc-taken", ns), timeout=60)
@@ -621,7 +621,7 @@ def test_invalid_spec_event(work):
         check_eq(get("job", name, ns), None, "Job of an invalid MiniCluster")
         log("invalid spec: Failed/InvalidSpec, one Warning event naming the field")
     finally:
-        kubectl("delete", "minicluster", name, "-n", ns, "--ignore-not-found", "--wait=true")
+        kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns, "--ignore-not-found", "--wait=true")
         # Back to the CRD as shipped, for the tests after this one.
         kubectl("apply", "--server-side", "--force-conflicts", "-f",
                 os.path.join(REPO, "deploy", "controller", "crd.yaml"))
@@ -661,9 +661,9 @@ def test_deployed_rbac(work):
     wait_state(ns, "free", "Running")
     wait_state(ns, "waits", "Queued")
     for name in ("free", "waits"):
-        check_owned(get("job", name, ns), get("minicluster", name, ns), f"Job {name}")
+        check_owned(get("job", name, ns), get("miniclusters.minicluster.dev", name, ns), f"Job {name}")
         check_owned(wait_for(f"NetworkPolicy {name}", lambda n=name: get("networkpolicy", n, ns)),
-                    get("minicluster", name, ns), f"NetworkPolicy {name}")
+                    get("miniclusters.minicluster.dev", name, ns), f"NetworkPolicy {name}")
     # spec.ttlSecondsAfterFinished: a finished MiniCluster is deleted (the
     # deployed role's delete), its Job and Service with it; others stay.
     apply(minicluster("brief", ns, size=1, command=["true"], ttlSecondsAfterFinished=2))
@@ -672,7 +672,7 @@ def test_deployed_rbac(work):
     wait_state(ns, "brief", "Succeeded")
     t0 = time.monotonic()
     wait_for("brief deleted once its TTL ran out",
-             lambda: get("minicluster", "brief", ns) is None, timeout=30)
+             lambda: get("miniclusters.minicluster.dev", "brief", ns) is None, timeout=30)
     log(f"brief deleted {time.monotonic() - t0:.1f}s after it was seen Succeeded (TTL 2 s)")
     wait_for("brief's Job and Service gone", lambda: get("job", "brief", ns) is None
              and get("service", "brief", ns) is None, timeout=60)

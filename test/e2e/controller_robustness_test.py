@@ -31,7 +31,7 @@ RETRY_S = 2  # and its retry period
 
 
 def state(ns, name):
-    return ((get("minicluster", name, ns) or {}).get("status") or {}).get("state")
+    return ((get("miniclusters.minicluster.dev", name, ns) or {}).get("status") or {}).get("state")
 
 
 def running_with_job(ns, name, timeout=60):
@@ -90,7 +90,7 @@ def test_schema_refuses_invalid(work):
     check_eq(items("miniclusters", ns), [], "stored MiniClusters")
     # Immutable fields: the CEL rule names the field to fix.
     apply(minicluster("fixed", ns, size=2))
-    r = kubectl("patch", "minicluster", "fixed", "-n", ns, "--type=merge",
+    r = kubectl("patch", "miniclusters.minicluster.dev", "fixed", "-n", ns, "--type=merge",
                 "-p", '{"spec":{"size":3}}', check_rc=False)
     check(r.returncode != 0 and "spec.size is immutable" in r.stderr,
           f"size change not refused clearly: {r.stderr.strip()}")
@@ -100,7 +100,7 @@ def test_schema_refuses_invalid(work):
     changes = (("fixed", '{"spec":{"command":["true"]}}', "added"),
                ("ephemeral", '{"spec":{"command":null}}', "removed"))
     for name, patch_json, how in changes:
-        r = kubectl("patch", "minicluster", name, "-n", ns, "--type=merge",
+        r = kubectl("patch", "miniclusters.minicluster.dev", name, "-n", ns, "--type=merge",
                     "-p", patch_json, check_rc=False)
         check(r.returncode != 0 and "spec.command cannot be added or removed" in r.stderr,
               f"command {how} not refused clearly: {r.stderr.strip()}")

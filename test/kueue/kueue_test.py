@@ -326,7 +326,7 @@ def start_controller(work):
 # ------------------------------------------------------------------ the scenario
 
 def mc(name):
-    return get("minicluster", name)
+    return get("miniclusters.minicluster.dev", name)
 
 
 def job(name):
@@ -554,7 +554,7 @@ def scenario(work, kueue, controller, pods_watch, jobs_watch):
           "interactive no longer holds its quota, or queued-d left the queue, while nothing finished")
     check(not cond_true(job("interactive"), "Complete"), "the persistent MiniCluster's Job completed")
     log("ok - persistent MiniCluster interactive Running holds its quota (queued-d waits 10 s)")
-    kubectl("delete", "minicluster", "interactive", "-n", NS, "--wait=false")
+    kubectl("delete", "miniclusters.minicluster.dev", "interactive", "-n", NS, "--wait=false")
     wait_for("queued-d admitted after interactive was deleted", lambda: admitted_running("queued-d"), timeout=90)
     run_pods("queued-d")
     wait_for("interactive's Job and Workload garbage-collected",
