@@ -174,7 +174,7 @@ def events_of(name, ns):
 
 def install(work, without_admission_policy=False, overlay=None):
     """The README's install, with the image built here; with
-    `without_admission_policy`, the documented opt-out (docs/operations.md):
+    `without_admission_policy`, the documented opt-out (docs/admin/install.md):
     the policies admit the curve volume only in the controller's pods, and
     hand-made pods are what the driver-only tests run. `overlay`: a
     kustomization under deploy/ (e.g. multikueue/worker, which names the
