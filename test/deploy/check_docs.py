@@ -162,7 +162,7 @@ def anchors(text):
     return out
 
 
-LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+LINK = re.compile(r"\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
 
 
 def check_links(path, text, read):
@@ -174,6 +174,9 @@ def check_links(path, text, read):
         line = re.sub(r"`[^`]*`", "", line)  # code spans hold no links
         for target in LINK.findall(line):
             if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            if not target or target == "#":
+                errors.append(f"{path}: an empty link")
                 continue
             file, _, anchor = target.partition("#")
             dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
@@ -218,8 +221,8 @@ def main():
         links += sum(len(LINK.findall(line)) for line in outside_code(text))
         errors += check_links(path, text, read)
     # Self-test: a missing page and a missing heading must be caught.
-    bad = "[a](docs/no-such-page.md) [b](README.md#no-such-heading) [c](#not-here)"
-    if len(check_links("README.md", bad, read)) != 3:
+    bad = "[a](docs/no-such-page.md) [b](README.md#no-such-heading) [c](#not-here) [d]()"
+    if len(check_links("README.md", bad, read)) != 4:
         errors.append("self-test: a broken link or anchor went unnoticed")
     if slug("Bounding a tenant's MiniClusters (`count/x`)") != "bounding-a-tenants-miniclusters-countx":
         errors.append("self-test: heading anchors are not GitHub's")
