@@ -173,7 +173,7 @@ def events_of(name, ns):
 # ------------------------------------------------------------------ install
 
 def install(work, without_admission_policy=False, overlay=None):
-    """The README's install, with the image built here; with
+    """The install of docs/getting-started.md, with the image built here; with
     `without_admission_policy`, the documented opt-out (docs/admin/install.md):
     the policies admit the curve volume only in the controller's pods, and
     hand-made pods are what the driver-only tests run. `overlay`: a
