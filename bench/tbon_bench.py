@@ -152,7 +152,7 @@ def flux_core_dir():
             subprocess.run(["tar", "-C", tmp, "-xzf", tarball], check=True)
             if not os.path.isfile(f"{tmp}/flux/bin/flux"):
                 raise BenchError(f"{tarball} has no flux/bin/flux: not a flux-core tarball "
-                                 "(its top directory must be flux/; docs/node.md)")
+                                 "(its top directory must be flux/; docs/internals/node.md)")
             if os.path.isdir(dest):  # an unpack cut short
                 shutil.rmtree(dest)
             # Whole or absent; a concurrent run that got there first wins.

@@ -1,4 +1,4 @@
-# Sanitizer and fuzzing builds (docs/security.md). Used by scripts/test-sanitizers and
+# Sanitizer and fuzzing builds (docs/internals/security.md). Used by scripts/test-sanitizers and
 # scripts/test-fuzz, each in its own build directory:
 #   -DFCC_SANITIZE=address,undefined   whole suite under ASan+UBSan
 #   -DFCC_SANITIZE=thread              concurrency tests under TSan

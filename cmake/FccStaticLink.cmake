@@ -2,7 +2,7 @@
 # pages that shared objects map at start-up (relocations, symbol tables,
 # init code) were most of its idle RSS: 21 MiB with everything shared, 17
 # with gRPC, protobuf and abseil static, 16 with libzmq static as well
-# (docs/performance.md). Debian builds these archives position-independent,
+# (docs/internals/performance.md). Debian builds these archives position-independent,
 # so binaries stay PIE. Off under sanitizers and fuzzing, which instrument
 # and suppress by library.
 option(FCC_STATIC_LINK

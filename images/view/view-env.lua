@@ -1,4 +1,4 @@
--- Flux view: keep the view out of a job's environment (docs/images.md).
+-- Flux view: keep the view out of a job's environment (docs/user/images.md).
 --
 -- Two things of the view would otherwise reach every task:
 -- - LD_LIBRARY_PATH=/opt/flux/lib/flux, which flux-core's PMI plugin

@@ -1,5 +1,5 @@
 // Which brokers of a running MiniCluster are down, and why, from its Job's
-// pods (the Degraded condition's message, docs/broker-loss.md).
+// pods (the Degraded condition's message, docs/user/broker-loss.md).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -83,7 +83,7 @@ std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
 // Flux's tree (tbon.topo) for `mc`: spec.tbonTopo, else kary:32 - flat
 // (rank 0 the parent of all) up to 33 brokers, where no tree is faster,
 // and above it a tree that keeps rank 0's CPU and memory down
-// (docs/resources.md, "The broker tree").
+// (docs/user/resources.md, "The broker tree").
 inline constexpr char kDefaultTbonTopo[] = "kary:32";
 std::string TbonTopo(const MiniCluster& mc);
 

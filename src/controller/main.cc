@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
     cmd->add_flag("--multikueue-worker", common.desired.multikueue_worker,
                   "this cluster is a MultiKueue worker: make the headless "
                   "Service and NetworkPolicy of each MiniCluster Job that "
-                  "MultiKueue copies here (docs/multikueue.md)");
+                  "MultiKueue copies here (docs/admin/multikueue.md)");
   }
   std::string render_file;
   auto* render = app.add_subcommand(

@@ -22,7 +22,7 @@ inline constexpr char kPlural[] = "miniclusters";
 inline constexpr char kQueueNameLabel[] = "kueue.x-k8s.io/queue-name";
 inline constexpr char kPriorityClassLabel[] = "kueue.x-k8s.io/priority-class";
 // Kueue evicts a Workload that has run this long: how an administrator
-// bounds a persistent MiniCluster's hold on quota (docs/kueue.md).
+// bounds a persistent MiniCluster's hold on quota (docs/admin/kueue.md).
 inline constexpr char kMaxExecTimeLabel[] =
     "kueue.x-k8s.io/max-exec-time-seconds";
 // Kueue's partial admission of a batch/v1 Job (pkg/controller/jobs/job).

@@ -1,5 +1,5 @@
 // The master keys a node derives from, each named by an id, reloaded when
-// kubelet updates the Secret volume they come from (docs/operations.md,
+// kubelet updates the Secret volume they come from (docs/admin/key-rotation.md,
 // "Master key rotation").
 #pragma once
 

@@ -32,11 +32,11 @@ using namespace fcc;
 void TuneForServing() {
   // Debian builds abseil without NDEBUG, so every absl::Mutex lock inside
   // gRPC would run deadlock detection: a global spinlock and a graph update
-  // per lock (docs/performance.md, "What was changed in the driver").
+  // per lock (docs/internals/performance.md, "What was changed in the driver").
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // One malloc arena: glibc gives each gRPC thread its own, and each keeps
   // freed heap after a burst of publishes; the driver allocates little per
-  // call, so sharing one costs nothing (docs/performance.md, same table).
+  // call, so sharing one costs nothing (docs/internals/performance.md, same table).
   mallopt(M_ARENA_MAX, 1);
   // The process holds the master key: no core dump may carry it to disk,
   // and no same-uid process may ptrace it.
@@ -297,7 +297,7 @@ void AddServePolicyFlags(CLI::App& serve_cmd, driver::ServeOptions& serve,
 
 // How many volumes the driver holds: each is a tmpfs charged to its memory
 // cgroup, so the DaemonSet's memory limit follows from the node's cap
-// (docs/operations.md, "Volume caps").
+// (docs/admin/nodes.md, "Volume caps").
 void AddServeCapFlags(CLI::App& serve_cmd, driver::ServeOptions& serve) {
   serve_cmd
       .add_option("--max-volumes-per-pod", serve.publisher.caps.per_pod,

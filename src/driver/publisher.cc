@@ -20,7 +20,7 @@ constexpr int kMaxStackedMounts = 64;
 // Every volume's tmpfs has exactly this many inodes: room for what it holds
 // (the root directory and curve.cert) and an unusual count, so statfs's
 // f_files tells the driver's own mounts from others without reading the
-// node's mount table on every call (docs/security.md).
+// node's mount table on every call (docs/internals/security.md).
 constexpr uint64_t kVolumeInodes = 8;
 
 std::string CertPath(const std::string& target) {

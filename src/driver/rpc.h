@@ -6,7 +6,7 @@
 // the one thread that drains it: that thread polls the sockets, runs the
 // handler and writes the answer, so a call costs no hand-off between
 // threads. gRPC's callback API hands every call from a polling thread to
-// another one (docs/performance.md has the profile). The handlers do only
+// another one (docs/internals/performance.md has the profile). The handlers do only
 // bounded work (a few syscalls, at most one key derivation).
 #pragma once
 

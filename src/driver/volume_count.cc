@@ -132,7 +132,7 @@ std::expected<VolumeCount::Reservation, std::string> VolumeCount::Reserve(
         "--max-volumes-per-pod={} allows; a MiniCluster pod needs one: remove "
         "the extra csi volumes of driver {} from the pod spec (or raise "
         "--max-volumes-per-pod together with the DaemonSet's memory limit, "
-        "docs/operations.md)",
+        "docs/admin/nodes.md)",
         pod_uid, of_pod, common::kDriverName, caps_.per_pod,
         common::kDriverName));
   }
@@ -142,7 +142,7 @@ std::expected<VolumeCount::Reservation, std::string> VolumeCount::Reserve(
         "--max-volumes-per-node={} allows (each is memory charged to the "
         "driver); publishing succeeds once pods on this node end, or raise "
         "--max-volumes-per-node together with the DaemonSet's memory limit "
-        "(docs/operations.md)",
+        "(docs/admin/nodes.md)",
         pod_of_target_.size(), common::kDriverName, caps_.per_node));
   }
   pod_of_target_.emplace(target, pod_uid);

@@ -1,7 +1,7 @@
 // How many of the driver's volumes each pod and the node hold, and the caps
 // on them (--max-volumes-per-pod, --max-volumes-per-node). Every volume is a
 // tmpfs charged to the driver's memory cgroup, so an unbounded count lets
-// one pod OOM-kill the driver (docs/operations.md, "Volume caps").
+// one pod OOM-kill the driver (docs/admin/nodes.md, "Volume caps").
 //
 // The count is derived once from the node's mount table at start (volumes
 // mounted by an earlier driver process still count) and then kept in memory

@@ -204,6 +204,12 @@ def kept_driver_namespace(objects, sets, errors):
     return objects
 
 
+# Chart.yaml's kubeVersion refuses Kubernetes before 1.31; `helm template`
+# checks it against the client's built-in version (v1.20.0 in a Helm built
+# from source), so render for the version the tests run.
+KUBE = ["--kube-version", "1.35.4"]
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -214,7 +220,7 @@ def main():
         args = [a for s in sets for a in ("--set", s)]
         return kept_driver_namespace(
             m.load_all(run([helm, "template", "flux-curve-csi", chart,
-                            "--include-crds", *args])), sets, errors)
+                            "--include-crds", *KUBE, *args])), sets, errors)
 
     errors = []
     base = m.render(kustomize, deploy)
@@ -355,7 +361,7 @@ def main():
                 ["image.repository=registry.example.com/fcc\nx: y"],
                 ["image.tag=v1 x"], ["image.tag=v1:x"], ["image.tag=v1#x"],
                 ["fluxOperator.namespace=a'b"], ["fluxOperator.serviceAccount=a'b"]):
-        p = subprocess.run([helm, "template", "x", chart,
+        p = subprocess.run([helm, "template", "x", chart, *KUBE,
                             *[a for s in bad for a in ("--set", s)]],
                            capture_output=True, text=True)
         if p.returncode == 0:
@@ -370,7 +376,7 @@ def main():
                  ["image.repository=registry.example.com:5000/team/fcc",
                   "image.tag=v0.1.0-rc.1_b2"],
                  ["image.tag=v1@sha256:" + "a" * 64]):
-        p = subprocess.run([helm, "template", "x", chart,
+        p = subprocess.run([helm, "template", "x", chart, *KUBE,
                             *[a for s in good for a in ("--set", s)]],
                            capture_output=True, text=True)
         if p.returncode != 0:

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""README.md links every page of docs/. Every ```yaml block in docs/*.md
+"""README.md links every page of docs/ (subdirectories included). Every
+relative link in README.md and docs/**/*.md names a file that exists, and
+every #anchor in one names a heading of the page it points to (GitHub's
+rules: lowercase, spaces to '-', punctuation but '-' and '_' dropped, a
+repeated heading gets -1, -2, ...). Every ```yaml block in docs/**/*.md
 must parse, and every use of this driver in one must carry what the driver
 needs: the driver name, readOnly, only known attributes with valid values
 and, for a flux-operator MiniCluster, a brokerConfig whose curve_cert is on
@@ -118,31 +122,118 @@ def check_text(text, where):
 
 
 def unlinked_pages(readme, pages):
-    """The pages of docs/ that README.md does not link to."""
+    """The pages of docs/ (paths relative to it) that README.md does not link to."""
     linked = set(re.findall(r"\]\(docs/([^)#]+\.md)", readme))
     return sorted(set(pages) - linked)
 
 
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def outside_code(text):
+    """The lines of a Markdown text outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in text.split("\n"):
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append(line)
+    return lines
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def anchors(text):
+    seen, out = {}, set()
+    for line in outside_code(text):
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        base = slug(m.group(1))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+LINK = re.compile(r"\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
+
+
+def check_links(path, text, read):
+    """Every relative link of the page at `path` names an existing file and,
+    with #anchor, a heading of that page. `read(path)` gives a page's text
+    or None when there is no such file."""
+    errors = []
+    for line in outside_code(text):
+        line = re.sub(r"`[^`]*`", "", line)  # code spans hold no links
+        for target in LINK.findall(line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            if not target or target == "#":
+                errors.append(f"{path}: an empty link")
+                continue
+            file, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+            if file and not os.path.exists(dest):
+                errors.append(f"{path}: link {target}: no file {dest}")
+                continue
+            if anchor and dest.endswith(".md"):
+                page = read(dest)
+                if page is not None and anchor not in anchors(page):
+                    errors.append(f"{path}: link {target}: no heading #{anchor} in {dest}")
+    return errors
+
+
 def main():
-    docs = sys.argv[1]
+    docs = os.path.normpath(sys.argv[1])
+    repo = os.path.dirname(os.path.abspath(docs))
+    os.chdir(repo)  # paths in messages are the repository's
+    docs = os.path.basename(docs)
     errors, blocks = [], 0
     # A stranger starts at README.md: every page must be reachable from it.
-    pages = [os.path.basename(p) for p in glob.glob(os.path.join(docs, "*.md"))]
-    with open(os.path.join(docs, "..", "README.md")) as fh:
+    paths = sorted(glob.glob(os.path.join(docs, "**", "*.md"), recursive=True))
+    pages = [os.path.relpath(p, docs) for p in paths]
+    with open("README.md") as fh:
         readme = fh.read()
     errors += [f"README.md does not link docs/{p}" for p in unlinked_pages(readme, pages)]
     if "not-a-page.md" not in unlinked_pages(readme, pages + ["not-a-page.md"]):
         errors.append("self-test: an unlinked page went unnoticed")
-    for path in sorted(glob.glob(os.path.join(docs, "*.md"))):
+
+    texts = {"README.md": readme}
+    for path in paths:
         with open(path) as fh:
-            text = fh.read()
-        blocks += len(yaml_blocks(text))
-        errors += check_text(text, os.path.basename(path))
+            texts[path] = fh.read()
+
+    def read(path):
+        if path not in texts and os.path.isfile(path):
+            with open(path) as fh:
+                texts[path] = fh.read()
+        return texts.get(path)
+
+    links = 0
+    for path, text in texts.items():
+        links += sum(len(LINK.findall(line)) for line in outside_code(text))
+        errors += check_links(path, text, read)
+    # Self-test: a missing page and a missing heading must be caught.
+    bad = "[a](docs/no-such-page.md) [b](README.md#no-such-heading) [c](#not-here) [d]()"
+    if len(check_links("README.md", bad, read)) != 4:
+        errors.append("self-test: a broken link or anchor went unnoticed")
+    if slug("Bounding a tenant's MiniClusters (`count/x`)") != "bounding-a-tenants-miniclusters-countx":
+        errors.append("self-test: heading anchors are not GitHub's")
+
+    for path in paths:
+        blocks += len(yaml_blocks(texts[path]))
+        errors += check_text(texts[path], path)
     # The flux-operator guide is what this test is for: it must have YAML.
-    with open(os.path.join(docs, "flux-operator.md")) as fh:
-        guide = fh.read()
+    guide = texts[os.path.join(docs, "reference", "flux-operator.md")]
     if not any("flux-framework.org/v1alpha2" in b for b in yaml_blocks(guide)):
-        errors.append("flux-operator.md has no v1alpha2 MiniCluster YAML")
+        errors.append("reference/flux-operator.md has no v1alpha2 MiniCluster YAML")
     # Self-test: a broken guide must be caught.
     for bad, what in [("curve_cert = \"/etc/flux/curve/curve.cert\"",
                        "curve_cert = \"/mnt/flux/curve.cert\""),
@@ -157,7 +248,8 @@ def main():
             errors.append(f"self-test: replacing {bad!r} went unnoticed")
     for e in errors:
         print("FAIL:", e)
-    print(f"docs yaml check: {blocks} block(s), {len(errors)} problem(s)")
+    print(f"docs check: {len(texts)} page(s), {links} link(s), {blocks} yaml block(s), "
+          f"{len(errors)} problem(s)")
     return 1 if errors else 0
 
 

@@ -230,7 +230,7 @@ def check_namespace_admission(objects, c):
     """The namespace admits the privileged driver where Pod Security
     Admission enforces a stricter default, and a ResourceQuota scoped to
     each critical PriorityClass a workload there uses lets GKE admit its
-    pods (docs/operations.md, Install)."""
+    pods (docs/admin/install.md, Install)."""
     ns = [n for n in m.find(objects, "Namespace")
           if n["metadata"]["name"] == m.NAMESPACE]
     labels = ns[0]["metadata"].get("labels", {}) if ns else {}
@@ -320,7 +320,7 @@ def check_controller_namespace(objects, c):
 
 
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-# The policies the default install must have (docs/security.md).
+# The policies the default install must have (docs/internals/security.md).
 POLICIES = ("curve-volume-pods.minicluster.dev", "curve-volume-jobs.minicluster.dev",
             "curve-volume-count.minicluster.dev",
             "minicluster-controller-scope.minicluster.dev",
@@ -556,7 +556,7 @@ OPT_OUT = "components/without-admission-policy"
 
 
 def check_opt_out(kustomize, deploy_dir, objects):
-    """deploy/ with the opt-out component added as docs/operations.md says
+    """deploy/ with the opt-out component added as docs/admin/install.md says
     (`kustomize edit add component`): no policy or binding, everything
     else as in deploy/'s render."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -597,7 +597,7 @@ def _key(o):
 
 
 def check_multikueue_objects(deploy, manager, worker):
-    """The MultiKueue variants against deploy/'s render (docs/multikueue.md):
+    """The MultiKueue variants against deploy/'s render (docs/admin/multikueue.md):
     the manager is deploy/ without the driver (CSIDriver, its namespace and
     all in it), every other object unchanged, the admission policies all
     there; the worker is deploy/ with the controller given --multikueue-worker,

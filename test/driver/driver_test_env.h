@@ -25,7 +25,7 @@
 
 namespace fcc::testing {
 
-// The exit code of a driver that refuses to start (docs/operations.md, "What
+// The exit code of a driver that refuses to start (docs/admin/errors.md, "What
 // each error means"). Pinned: an ASan abort (134) or a hang (RunToExit's -1)
 // is no refusal.
 inline constexpr int kRefusedToStart = 2;

@@ -87,7 +87,7 @@ std::vector<std::string> DaemonSetArgsForTest(const ScratchRoot& root,
   return out;
 }
 
-// What kubelet sends for the volume of docs/flux-operator.md's MiniCluster:
+// What kubelet sends for the volume of docs/reference/flux-operator.md's MiniCluster:
 // flux-operator renders csi: {driver, volumeAttributes: csiDriverAttributes}
 // and nothing else, so readonly is false.
 csi::v1::NodePublishVolumeRequest FluxOperatorPublishRequest(

@@ -19,7 +19,7 @@ subdomain and label, a user's Job that labels its pods so, and a label
 added to a running pod are refused; the same requests pass without the
 policy.
 
-test_minicluster_quota: the ResourceQuota that docs/operations.md gives
+test_minicluster_quota: the ResourceQuota that docs/admin/tenancy.md gives
 for a tenant's MiniCluster count, as written there, admits up to the count,
 refuses the next create, and leaves the existing ones alone.
 
@@ -745,11 +745,11 @@ def test_name_label(work):
 
 
 def test_minicluster_quota(work):
-    """docs/operations.md's count/miniclusters quota on the real API server
+    """docs/admin/tenancy.md's count/miniclusters quota on the real API server
     (namespace and count changed)."""
     import re
     import yaml  # python3-yaml
-    with open(os.path.join(REPO, "docs", "operations.md")) as f:
+    with open(os.path.join(REPO, "docs", "admin", "tenancy.md")) as f:
         section = f.read().split("### Bounding a tenant's MiniClusters", 1)[1]
     quota = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
     ns, key = "e2e-quota", "count/miniclusters.minicluster.dev"
@@ -760,7 +760,7 @@ def test_minicluster_quota(work):
 
     # A quota made before kube-controller-manager has discovered the CRD is
     # not counted until its next full resync (5 min); one made again is
-    # (docs/operations.md says so).
+    # (docs/admin/tenancy.md says so).
     def counted():
         used = (get("resourcequota", "miniclusters", ns) or {}).get("status", {}).get("used", {})
         if key in used:

@@ -331,7 +331,7 @@ def test_lifecycle(work):
         mcs_w.stop()
 
 
-# Every pod template field of a MiniCluster (docs/controller.md, "Pod template fields").
+# Every pod template field of a MiniCluster (docs/reference/spec.md, "Pod template fields").
 POD_FIELDS = {
     "podLabels": {"team": "physics"},
     "podAnnotations": {"example.com/cost-center": "hpc-42"},

@@ -134,7 +134,7 @@ def test_install(work):
     check_eq((ds["metadata"]["namespace"], deployment["metadata"]["namespace"]),
              (NAMESPACE, CONTROLLER_NAMESPACE), "the workloads' namespaces")
 
-    # As docs/operations.md installs: the namespace file first (its labels
+    # As docs/admin/install.md installs: the namespace file first (its labels
     # in place before any pod), the master key Secret, then everything. The
     # controller's namespace too, here only: a dry run creates none.
     kubectl("apply", "-f", os.path.join(REPO, "deploy", "daemonset", "namespace.yaml"))

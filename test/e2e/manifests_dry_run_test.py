@@ -85,7 +85,7 @@ def test_deploy(work):
             want = f"validatingadmissionpolicy{b}.admissionregistration.k8s.io/{name}.minicluster.dev"
             check(want in policies, f"deploy/admission-policy/ has no {want}: {policies}")
     log(f"deploy/admission-policy/ (kustomize): {len(policy_lines)} objects pass")
-    # The opt-out (docs/operations.md): deploy/ with the component added by
+    # The opt-out (docs/admin/install.md): deploy/ with the component added by
     # hand, as on a cluster without ValidatingAdmissionPolicy.
     copy = os.path.join(work, "deploy-opt-out")
     shutil.copytree(os.path.join(REPO, "deploy"), copy)
@@ -96,7 +96,7 @@ def test_deploy(work):
     check_eq(sorted(opt_out), sorted(ln for ln in lines if not ln.startswith("validatingadmission")),
              "the opt-out's objects (deploy/'s but the policies)")
     log(f"deploy/ without admission policy (component): {len(opt_out)} objects pass")
-    # The MultiKueue variants (docs/multikueue.md): the manager has no
+    # The MultiKueue variants (docs/admin/multikueue.md): the manager has no
     # driver, the worker everything and its own policies.
     for overlay, absent, extra in (
             ("manager", ("csidriver", "daemonset", "resourcequota"), ()),

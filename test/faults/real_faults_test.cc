@@ -161,7 +161,7 @@ TEST_F(RealFaultTest, TargetReplacedBySymlinkIsNeverFollowed) {
   EXPECT_TRUE(MountsUnder(root_->pods_dir()).empty());
 }
 
-// Behaviour (documented in docs/security.md): deleting the socket file does
+// Behaviour (documented in docs/internals/security.md): deleting the socket file does
 // not stop the driver, but nobody can connect any more; in the DaemonSet the
 // livenessprobe sidecar then fails and the container restarts, recreating
 // the socket. Mounted volumes are untouched throughout, and SIGTERM still

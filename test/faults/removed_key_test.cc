@@ -1,5 +1,5 @@
 // A master key removed from the Secret while its volumes are mounted
-// (docs/operations.md, "Rotating to a new key", step 5): volumes already
+// (docs/admin/key-rotation.md, "Rotating to a new key", step 5): volumes already
 // mounted keep working, kubelet's re-publish of them (after a kubelet or
 // driver restart) included; only a new volume naming the key is refused.
 // No root: FakeHostFs for the mounts, a real directory for the key ring.

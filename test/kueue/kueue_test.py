@@ -7,7 +7,7 @@ kube-controller-manager on loopback (scripts/controlplane run), with its
 admission and CRD-conversion webhooks served on 127.0.0.1 (see
 start_kueue). The real minicluster-controller binary runs next to it. The
 queue objects and MiniClusters are the files in examples/kueue/, applied as
-they are (docs/kueue.md shows the same files).
+they are (docs/admin/kueue.md shows the same files).
 
   1. ClusterQueue of 8 CPU, three MiniClusters of 2 x 2 CPU: two admitted and
      Running, the third Queued with Kueue's reason; index 0 of one admitted
@@ -272,7 +272,7 @@ def start_kueue(kueue_dir, work):
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
         # Workloads carry the Job's MiniCluster label, so the controller
-        # can watch only those (--workload-label-selector, docs/kueue.md).
+        # can watch only those (--workload-label-selector, docs/admin/kueue.md).
         "integrations": {"frameworks": ["batch/job"],
                          "labelKeysToCopy": ["minicluster.dev/name"]},
         "featureGates": {"VisibilityOnDemand": False},

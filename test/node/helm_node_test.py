@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Helm chart installs the project on the real node, as docs/helm.md
+"""The Helm chart installs the project on the real node, as docs/admin/install.md
 says, and a MiniCluster of real Flux brokers runs under it.
 
   test_minicluster  `helm install` (one command; the driver pod waits for

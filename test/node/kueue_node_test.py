@@ -18,7 +18,7 @@ node: 400m, two MiniClusters of 2 x 100m. Pods run the Flux test image.
                    with 2, `flux run -N2` runs, rank 2 down; where it fits 3,
                    all 3 run
   test_numbers     create -> all Running and admission -> all Running for
-                   size 3 and size 8 (printed, docs/performance.md)
+                   size 3 and size 8 (printed, docs/internals/performance.md)
   test_kueue_down  Kueue's pod webhooks registered as its install does,
                    Kueue stopped: a deleted driver pod is not re-created
                    (the outage); after deploy/kueue/exclude-namespaces the
@@ -165,7 +165,7 @@ def test_preemption(work):
     check(not set(uids_of(victim)) & set(before[victim]), "new pods after re-admission")
     check_eq(public_key_of(pods[0]["metadata"]["uid"]), keys[victim],
              f"{victim}'s key after re-admission")
-    # Preemption is not a lost broker (docs/broker-loss.md): the suspended
+    # Preemption is not a lost broker (docs/user/broker-loss.md): the suspended
     # Job's pods are not counted, and no BrokerLost Event.
     check_eq(get("job", victim, NS)["status"].get("failed", 0), 0,
              f"{victim}'s Job's counted failures after preemption")
@@ -282,7 +282,7 @@ def test_kueue_down(work):
         e["reason"] == "FailedCreate" and 'failed calling webhook "mpod.kb.io"' in e["message"]
         for e in events_of("flux-curve-csi-node", NAMESPACE)), timeout=60)
     check(driver_pod() is None, "no driver pod while Kueue is down")
-    # The fix, as docs/kueue.md gives it; a second run changes nothing.
+    # The fix, as docs/admin/kueue.md gives it; a second run changes nothing.
     script = os.path.join(REPO, "deploy", "kueue", "exclude-namespaces")
     first = subprocess.run([script], capture_output=True, text=True, check=True).stdout
     again = subprocess.run([script], capture_output=True, text=True, check=True).stdout
@@ -296,7 +296,7 @@ def test_kueue_down(work):
     kubectl("-n", CONTROLLER_NS, "delete", "pod", ctl[0]["metadata"]["name"], "--wait=false")
     wait_for("the controller Deployment's two replicas Ready again", lambda: controller_ready() and len(
         items("pods", CONTROLLER_NS, "app.kubernetes.io/name=minicluster-controller")) == 2, timeout=120)
-    # What stays: a user's pod still needs Kueue (docs/kueue.md).
+    # What stays: a user's pod still needs Kueue (docs/admin/kueue.md).
     check('failed calling webhook "mpod.kb.io"' in pod_refusal(NS), "a user's pod is still refused")
     check_eq(pod_refusal(NAMESPACE), "", "a pod in flux-curve-csi is no longer sent to Kueue")
 

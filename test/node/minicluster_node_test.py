@@ -440,12 +440,12 @@ def use_key_id(key_id):
 
 
 def operations_block(marker):
-    """The ```bash block of docs/operations.md that contains `marker`."""
+    """The ```bash block of docs/admin/key-rotation.md that contains `marker`."""
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
-                           "operations.md")) as f:
+                           "admin", "key-rotation.md")) as f:
         blocks = re.findall(r"```bash\n(.*?)```", f.read(), re.S)
     found = [b for b in blocks if marker in b]
-    check(len(found) == 1, f"one block of docs/operations.md holds {marker!r}: {len(found)}")
+    check(len(found) == 1, f"one block of docs/admin/key-rotation.md holds {marker!r}: {len(found)}")
     return found[0]
 
 
@@ -596,7 +596,7 @@ def kill_broker(ns, pod):
 
 
 def block_evictions(name, ns):
-    """A user's PodDisruptionBudget that lets no broker go (docs/broker-loss.md)."""
+    """A user's PodDisruptionBudget that lets no broker go (docs/user/broker-loss.md)."""
     apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
            "metadata": {"name": name, "namespace": ns},
            "spec": {"maxUnavailable": 0,
@@ -689,7 +689,7 @@ def test_follower_lost_mid_run(work):
     """Ephemeral size 3 running `flux run -N3 sleep`: index 2's pod deleted
     mid-run. Flux raises a fatal exception on the job, `flux run` exits
     non-zero, and the lead exits with its code: the MiniCluster Failed with
-    the Job's reason, as for any failing command (docs/broker-loss.md)."""
+    the Job's reason, as for any failing command (docs/user/broker-loss.md)."""
     ns, name = "mc-midrun", "midrun"
     create_namespace(ns)
     apply(minicluster(name, ns, 3, ["flux", "run", "-N3", "sleep", "600"]))

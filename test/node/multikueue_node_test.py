@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Kueue's MultiKueue runs MiniClusters of a manager cluster on a worker
-(issue 31, docs/multikueue.md).
+(issue 31, docs/admin/multikueue.md).
 
 Two clusters in the test's own network namespace. The WORKER is the one
 `scripts/controlplane run --node` starts for the test (the real node): the

@@ -196,8 +196,8 @@ def events_of(name, ns):
 # ------------------------------------------------------------------ install
 
 def install(work, without_admission_policy=False, overlay=None):
-    """The README's install, with the image built here; with
-    `without_admission_policy`, the documented opt-out (docs/operations.md):
+    """The install of docs/getting-started.md, with the image built here; with
+    `without_admission_policy`, the documented opt-out (docs/admin/install.md):
     the policies admit the curve volume only in the controller's pods, and
     hand-made pods are what the driver-only tests run. `overlay`: a
     kustomization under deploy/ (e.g. multikueue/worker) applied instead of

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The driver on a real node: kubelet and containerd mount its volumes.
 
-The project is installed as a user installs it (the README's master key
+The project is installed as a user installs it (docs/getting-started.md's master key
 Secret, then `kubectl apply -k` of deploy/ with only the image set by
 `kustomize edit set image`, and the admission policies left out by the
 documented opt-out: these pods are made by hand, which the policies refuse) on a cluster of the real control plane plus one
