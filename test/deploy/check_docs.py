@@ -23,6 +23,7 @@ ATTRIBUTES = {"minicluster", "generation", "owner"}
 DNS1123_SUBDOMAIN = re.compile(
     r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 OWNER = re.compile(r"^[0-9]{1,10}(:[0-9]{1,10})?$")
+UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def yaml_blocks(text):
@@ -57,6 +58,10 @@ def check_flux_operator(obj, where, c):
                 continue
             w = f"{where} volume {vname}"
             check_attributes(vol.get("csiDriverAttributes"), w, c, name)
+            # deploy/admission-policy/jobs.yaml refuses a uid there.
+            generation = str((vol.get("csiDriverAttributes") or {}).get("generation", ""))
+            c.check(not UID.match(generation),
+                    f"{w}: generation {generation!r} is a uid, which the admission policy refuses")
             c.check(vol.get("path", "").startswith("/"), f"{w}: no path")
             c.equal(vol.get("readOnly"), True, f"{w}: readOnly")
             mounts.append(vol.get("path", "").rstrip("/"))
