@@ -36,7 +36,8 @@ void TuneForServing() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // One malloc arena: glibc gives each gRPC thread its own, and each keeps
   // freed heap after a burst of publishes; the driver allocates little per
-  // call, so sharing one costs nothing (docs/internals/performance.md, same table).
+  // call, so sharing one costs nothing (docs/internals/performance.md, same
+  // table).
   mallopt(M_ARENA_MAX, 1);
   // The process holds the master key: no core dump may carry it to disk,
   // and no same-uid process may ptrace it.

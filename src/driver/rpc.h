@@ -6,8 +6,8 @@
 // the one thread that drains it: that thread polls the sockets, runs the
 // handler and writes the answer, so a call costs no hand-off between
 // threads. gRPC's callback API hands every call from a polling thread to
-// another one (docs/internals/performance.md has the profile). The handlers do only
-// bounded work (a few syscalls, at most one key derivation).
+// another one (docs/internals/performance.md has the profile). The handlers do
+// only bounded work (a few syscalls, at most one key derivation).
 #pragma once
 
 #include <grpcpp/completion_queue.h>

@@ -87,9 +87,9 @@ std::vector<std::string> DaemonSetArgsForTest(const ScratchRoot& root,
   return out;
 }
 
-// What kubelet sends for the volume of docs/reference/flux-operator.md's MiniCluster:
-// flux-operator renders csi: {driver, volumeAttributes: csiDriverAttributes}
-// and nothing else, so readonly is false.
+// What kubelet sends for the volume of docs/reference/flux-operator.md's
+// MiniCluster: flux-operator renders csi: {driver, volumeAttributes:
+// csiDriverAttributes} and nothing else, so readonly is false.
 csi::v1::NodePublishVolumeRequest FluxOperatorPublishRequest(
     const KubeletPod& pod) {
   auto request = KubeletPublishRequest(

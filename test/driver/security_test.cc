@@ -2,8 +2,8 @@
 // real socket: the namespace is the trust boundary and comes
 // only from kubelet; no attribute can traverse paths; files are 0400 and
 // owned as asked; no key material outside the volumes' tmpfs; the socket is
-// root-only; a readable master key is refused. docs/internals/security.md maps each
-// claim to these tests. (Built from test/faults/CMakeLists.txt.)
+// root-only; a readable master key is refused. docs/internals/security.md maps
+// each claim to these tests. (Built from test/faults/CMakeLists.txt.)
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>

@@ -161,11 +161,11 @@ TEST_F(RealFaultTest, TargetReplacedBySymlinkIsNeverFollowed) {
   EXPECT_TRUE(MountsUnder(root_->pods_dir()).empty());
 }
 
-// Behaviour (documented in docs/internals/security.md): deleting the socket file does
-// not stop the driver, but nobody can connect any more; in the DaemonSet the
-// livenessprobe sidecar then fails and the container restarts, recreating
-// the socket. Mounted volumes are untouched throughout, and SIGTERM still
-// exits 0.
+// Behaviour (documented in docs/internals/security.md): deleting the socket
+// file does not stop the driver, but nobody can connect any more; in the
+// DaemonSet the livenessprobe sidecar then fails and the container restarts,
+// recreating the socket. Mounted volumes are untouched throughout, and SIGTERM
+// still exits 0.
 TEST_F(RealFaultTest, SocketDeletedWhileServing) {
   KubeletPod pod = Pod(5);
   const std::string target = KubeletTargetPath(pod);

@@ -1,8 +1,8 @@
 // A master key removed from the Secret while its volumes are mounted
-// (docs/admin/key-rotation.md, "Rotating to a new key", step 5): volumes already
-// mounted keep working, kubelet's re-publish of them (after a kubelet or
-// driver restart) included; only a new volume naming the key is refused.
-// No root: FakeHostFs for the mounts, a real directory for the key ring.
+// (docs/admin/key-rotation.md, "Rotating to a new key", step 5): volumes
+// already mounted keep working, kubelet's re-publish of them (after a kubelet
+// or driver restart) included; only a new volume naming the key is refused. No
+// root: FakeHostFs for the mounts, a real directory for the key ring.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
