@@ -70,7 +70,7 @@ json BrokerReadinessProbe(const std::string& flux) {
 }
 
 // Ours first: a user's own env entry of a name comes later and wins.
-// FLUX_SHELL_RC_PATH: the job shell sources *.lua there (kShellRc), and a
+// FLUX_SHELL_RC_PATH: the job shell sources *.lua there (ShellRc()), and a
 // job inherits it from the broker (the command) or from `kubectl exec`.
 json ContainerEnv(const MiniCluster& mc, const DesiredOptions& opts) {
   json env = json::array(
@@ -350,60 +350,6 @@ BrokerResources BrokerResourcesOf(const json& resources) {
 
 namespace {
 
-std::string IdRange(int count) {
-  return count == 1 ? "0" : "0-" + std::to_string(count - 1);
-}
-
-}  // namespace
-
-std::string FluxBrokerConfig(const MiniCluster& mc,
-                             const DesiredOptions& opts) {
-  const std::string port = std::to_string(mc.spec.broker_port);
-  std::string toml;
-  toml += "# Flux broker config of MiniCluster " + mc.namespace_name + "/" +
-          mc.name + ", written by minicluster-controller.\n";
-  toml += "[bootstrap]\n";
-  toml += "curve_cert = \"" + opts.curve_mount_path + "/" +
-          std::string(common::kCertFileName) + "\"\n";
-  toml += "default_port = " + port + "\n";
-  toml += "default_bind = \"tcp://0.0.0.0:%p\"\n";
-  // %h is the broker's hostname (<job>-<index>); the headless Service gives
-  // it a DNS record <host>.<service>.<namespace>.svc.<cluster domain>.
-  toml += "default_connect = \"tcp://%h." + ServiceName(mc) + "." +
-          mc.namespace_name + ".svc." + opts.cluster_domain + ":%p\"\n";
-  toml += "hosts = [{ host = \"" + BrokerHostlist(mc) + "\" }]\n";
-  // Each rank's resources from the pod's grant, not the node's hwloc view;
-  // also what lets a rank that left be scheduled again when it rejoins
-  // (flux-core keeps a departed rank down unless resources come from
-  // config). noverify: the ids are counts, not the node's core numbers.
-  const BrokerResources grant = BrokerResourcesOf(mc.spec.resources);
-  if (grant.cores > 0) {
-    toml += "[resource]\nnoverify = true\n";
-    toml += "[[resource.config]]\nhosts = \"" + BrokerHostlist(mc) + "\"\n";
-    toml += "cores = \"" + IdRange(grant.cores) + "\"\n";
-    if (grant.gpus > 0) toml += "gpus = \"" + IdRange(grant.gpus) + "\"\n";
-  }
-  toml += "[tbon]\ntopo = \"" + TbonTopo(mc) + "\"\n";
-  return toml;
-}
-
-std::string TbonTopo(const MiniCluster& mc) {
-  return mc.spec.tbon_topo.empty() ? kDefaultTbonTopo : mc.spec.tbon_topo;
-}
-
-namespace {
-
-// Flux's core ids are counts (0..N-1 of the pod's grant), not the pod's
-// cores: the job shell's default cpu-affinity would bind every pod's
-// tasks on a node to the node's first cores. Off unless a job asks.
-constexpr char kShellRcFile[] = "cpu-affinity.lua";
-constexpr char kShellRc[] =
-    "-- Written by minicluster-controller: Flux's core ids are not the "
-    "pod's cores.\n"
-    "if shell.options[\"cpu-affinity\"] == nil then\n"
-    "  shell.options[\"cpu-affinity\"] = \"off\"\n"
-    "end\n";
-
 // The broker runs as this shell's child, so the pod's exit code can say
 // what ended it. A broker stopped by SIGTERM (its pod deleted or evicted)
 // exits 0 like one whose instance ended, and a pod that exits 0 completes
@@ -457,8 +403,9 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += "set -eu\n";
   script += "printf '%s' " + ShellQuote(FluxBrokerConfig(mc, opts)) + " > " +
             config + "\n";
-  script += "printf '%s' " + ShellQuote(kShellRc) + " > " +
+  script += "printf '%s' " + ShellQuote(ShellRc()) + " > " +
             opts.config_mount_path + "/" + kShellRcFile + "\n";
+  script += NodeResourceCommand(mc, opts, FluxCommand(mc, opts));
   if (!FluxViewOf(mc, opts).empty()) {
     // The broker runs rc1 and rc3 with $SHELL -c (default /bin/bash, which
     // the image need not have); the view's job shell drops it from jobs.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/volume_contract.h"
+#include "controller/broker_config.h"
 #include "controller/minicluster.h"
 
 namespace fcc::controller {
@@ -75,17 +76,6 @@ nlohmann::json OwnerReference(const MiniCluster& mc);
 
 // The labels on the Service, the Job and the Job's pods.
 nlohmann::json CommonLabels(const MiniCluster& mc);
-
-// broker.toml: [bootstrap] with curve_cert on the CSI mount, the hosts and
-// how brokers reach each other through the headless Service.
-std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
-
-// Flux's tree (tbon.topo) for `mc`: spec.tbonTopo, else kary:32 - flat
-// (rank 0 the parent of all) up to 33 brokers, where no tree is faster,
-// and above it a tree that keeps rank 0's CPU and memory down
-// (docs/user/resources.md, "The broker tree").
-inline constexpr char kDefaultTbonTopo[] = "kary:32";
-std::string TbonTopo(const MiniCluster& mc);
 
 // The view a MiniCluster's pods mount; "" when its image brings Flux.
 std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);

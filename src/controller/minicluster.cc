@@ -148,11 +148,48 @@ void ReadFluxUser(const json& spec, MiniClusterSpec& s, Errors& errors) {
   }
 }
 
+void ReadScheduler(const json& flux, FluxScheduler& scheduler, Errors& errors) {
+  auto it = flux.find("scheduler");
+  if (it == flux.end() || it->is_null()) return;
+  if (!it->is_object()) {
+    errors.push_back(
+        "spec.flux.scheduler: must be a mapping {simple, queuePolicy}");
+    return;
+  }
+  if (auto simple = it->find("simple");
+      simple != it->end() && !simple->is_null()) {
+    if (!simple->is_boolean()) {
+      errors.push_back("spec.flux.scheduler.simple: must be true or false");
+    } else {
+      scheduler.simple = simple->get<bool>();
+    }
+  }
+  auto policy = it->find("queuePolicy");
+  if (policy == it->end() || policy->is_null()) return;
+  if (!policy->is_string() ||
+      std::ranges::find(kQueuePolicies, policy->get<std::string>()) ==
+          kQueuePolicies.end()) {
+    errors.push_back(fmt::format(
+        "spec.flux.scheduler.queuePolicy: must be one of Fluxion's queue "
+        "policies: {}",
+        fmt::join(kQueuePolicies, ", ")));
+    return;
+  }
+  if (scheduler.simple) {
+    errors.push_back(
+        "spec.flux.scheduler.queuePolicy: sched-simple has no queue policies; "
+        "remove queuePolicy, or simple: true to schedule with Fluxion");
+    return;
+  }
+  scheduler.queue_policy = policy->get<std::string>();
+}
+
 void ReadFluxSource(const json& spec, MiniClusterSpec& s, Errors& errors) {
   auto flux = spec.find("flux");
   if (flux == spec.end() || flux->is_null()) return;
   if (!flux->is_object()) {
-    errors.push_back("spec.flux: must be a mapping {view} or {fromImage}");
+    errors.push_back(
+        "spec.flux: must be a mapping {view, fromImage, scheduler}");
     return;
   }
   if (auto view = flux->find("view"); view != flux->end() && !view->is_null()) {
@@ -174,6 +211,7 @@ void ReadFluxSource(const json& spec, MiniClusterSpec& s, Errors& errors) {
       s.flux.from_image = from->get<bool>();
     }
   }
+  ReadScheduler(*flux, s.flux.scheduler, errors);
   if (s.flux.from_image && !s.flux.view.empty()) {
     errors.push_back(
         "spec.flux: set view or fromImage: true, not both (fromImage runs the "
@@ -688,7 +726,8 @@ const KnownFields& MiniClusterFields() {
                "volumes",
                "volumeMounts"},
       .flux_user = {"uid", "gid"},
-      .flux = {"view", "fromImage"},
+      .flux = {"view", "fromImage", "scheduler"},
+      .flux_scheduler = {"simple", "queuePolicy"},
       .resources = {"limits", "requests"},
       .toleration = {"key", "operator", "value", "effect",
                      "tolerationSeconds"}};
@@ -722,6 +761,8 @@ std::vector<std::string> UnknownFields(const json& object) {
   AddUnknown(kube::FieldAt(spec, "fluxUser"), "spec.fluxUser.", known.flux_user,
              errors);
   AddUnknown(kube::FieldAt(spec, "flux"), "spec.flux.", known.flux, errors);
+  AddUnknown(kube::FieldAt(kube::FieldAt(spec, "flux"), "scheduler"),
+             "spec.flux.scheduler.", known.flux_scheduler, errors);
   AddUnknown(kube::FieldAt(spec, "resources"), "spec.resources.",
              known.resources, errors);
   const json& tolerations = kube::FieldAt(spec, "tolerations");

@@ -88,6 +88,20 @@ struct PodFields {
   std::string service_account_name;                  // "": the default
 };
 
+// Fluxion's queue policies (flux-config-sched-fluxion-qmanager(5)); the
+// first is Fluxion's own default.
+inline constexpr std::array<std::string_view, 4> kQueuePolicies = {
+    "fcfs", "easy", "conservative", "hybrid"};
+
+// The instance's scheduler (spec.flux.scheduler; the fields flux-operator's
+// v1alpha2 MiniCluster has).
+struct FluxScheduler {
+  // sched-simple instead of Fluxion.
+  bool simple = false;
+  // Fluxion's queue policy, one of kQueuePolicies; empty: Fluxion's default.
+  std::string queue_policy;
+};
+
 // Where the brokers' Flux comes from (spec.flux).
 struct FluxSource {
   // The Flux view the node driver serves (spec.flux.view), mounted at
@@ -96,6 +110,7 @@ struct FluxSource {
   // spec.flux.fromImage: the image carries Flux itself (flux on its PATH,
   // /bin/sh), as before views existed; no view volume.
   bool from_image = false;
+  FluxScheduler scheduler;
 };
 
 struct MiniClusterSpec {
@@ -118,7 +133,7 @@ struct MiniClusterSpec {
   // instance. Unset: size.
   std::optional<int32_t> min_size;
   // Flux's tbon.topo (spec.tbonTopo): kary:K, binomial or mincrit[:K].
-  // Empty: chosen by size (desired.h, TbonTopo).
+  // Empty: chosen by size (broker_config.h, TbonTopo).
   std::string tbon_topo;
   // Seconds after it Succeeded or Failed that the controller deletes the
   // MiniCluster (spec.ttlSecondsAfterFinished). Unset: kept until deleted.
@@ -174,8 +189,8 @@ void TrimMiniClusterForCache(nlohmann::json& object);
 // the object's top level, spec, spec.fluxUser, spec.resources and each
 // spec.tolerations[] entry. A test holds them to deploy/controller/crd.yaml.
 struct KnownFields {
-  std::vector<std::string_view> top, spec, flux_user, flux, resources,
-      toleration;
+  std::vector<std::string_view> top, spec, flux_user, flux, flux_scheduler,
+      resources, toleration;
 };
 const KnownFields& MiniClusterFields();
 

@@ -302,13 +302,12 @@ TEST(DesiredJob, BrokerListensOnTheFixedLocalUriNamedByFluxUri) {
   }
 }
 
-// Flux's core ids are counts, not the pod's cores: jobs run without
-// cpu-affinity unless they ask, through an rc on the job shell's rc path.
-TEST(DesiredJob, JobShellsFindTheRcThatTurnsCpuAffinityOff) {
+// The job shell's rc (ShellRc) is written where FLUX_SHELL_RC_PATH points.
+TEST(DesiredJob, JobShellsFindTheControllersRc) {
   const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
   EXPECT_EQ(Broker(job)["env"][1], (json{{"name", "FLUX_SHELL_RC_PATH"},
                                          {"value", "/etc/flux/minicluster"}}));
-  EXPECT_NE(Script(job).find("> /etc/flux/minicluster/cpu-affinity.lua\n"),
+  EXPECT_NE(Script(job).find("> /etc/flux/minicluster/minicluster.lua\n"),
             std::string::npos);
 }
 
@@ -408,24 +407,6 @@ TEST(DesiredService, IsHeadlessAndPublishesNotReadyAddresses) {
       "demo");
 }
 
-TEST(FluxBrokerConfig, BootstrapsFromTheCsiCertAndServiceDns) {
-  DesiredOptions opts;
-  opts.cluster_domain = "example.org";
-  const std::string toml = FluxBrokerConfig(Parse(MiniClusterObject()), opts);
-  const std::string expected_tail =
-      "[bootstrap]\n"
-      "curve_cert = \"/etc/flux/curve/curve.cert\"\n"
-      "default_port = 8050\n"
-      "default_bind = \"tcp://0.0.0.0:%p\"\n"
-      "default_connect = \"tcp://%h.demo.science.svc.example.org:%p\"\n"
-      "hosts = [{ host = \"demo-[0-3]\" }]\n"
-      "[tbon]\n"
-      "topo = \"kary:32\"\n";
-  ASSERT_GE(toml.size(), expected_tail.size());
-  EXPECT_EQ(toml.substr(toml.size() - expected_tail.size()), expected_tail)
-      << toml;
-}
-
 TEST(DesiredNetworkPolicy, BrokerPortOnlyFromItsOwnPodsEveryOtherPortOpen) {
   const MiniCluster mc = Parse(MiniClusterObject());
   const json np = DesiredNetworkPolicy(mc);
@@ -511,14 +492,20 @@ TEST(FluxBrokerConfig, DeclaresEachRanksGrant) {
                 "hosts = \"demo-[0-3]\"\ncores = \"0-3\"\ngpus = \"0\"\n"),
       std::string::npos)
       << toml;
+  EXPECT_EQ(NodeResourceCommand(Parse(object), DesiredOptions{}, "flux"), "");
+  // No CPU: R from rank 0's node, written before the broker starts.
   object["spec"].erase("resources");
-  EXPECT_EQ(
-      FluxBrokerConfig(Parse(object), DesiredOptions{}).find("[resource]"),
-      std::string::npos);
+  EXPECT_NE(FluxBrokerConfig(Parse(object), DesiredOptions{})
+                .find("[resource]\nnoverify = true\n"
+                      "path = \"/etc/flux/minicluster/R\"\n"),
+            std::string::npos);
+  EXPECT_EQ(NodeResourceCommand(Parse(object), DesiredOptions{}, "flux"),
+            "flux R encode --hosts='demo-[0-3]' --local > "
+            "/etc/flux/minicluster/R\n");
 }
 
 // Fractions round up; a request alone counts when there is no limit; no CPU
-// at all keeps hwloc's view (no [resource] table).
+// at all gives no cores (R comes from the node: NodeResourceCommand).
 TEST(FluxBrokerConfig, RoundsFractionsUpAndFallsBackToTheRequest) {
   auto resource_of = [](const char* resources) {
     json object = MiniClusterObject();
@@ -536,19 +523,6 @@ TEST(FluxBrokerConfig, RoundsFractionsUpAndFallsBackToTheRequest) {
       "cores = \"0-1\"");
   EXPECT_EQ(resource_of(R"({"requests": {"memory": "1Gi"}})"), "none");
   EXPECT_EQ(resource_of(R"({"limits": {"amd.com/gpu": "2"}})"), "none");
-}
-
-// kary:32 (flat up to 33 brokers) unless spec.tbonTopo names one.
-TEST(FluxBrokerConfig, TreeIsKary32UnlessTheSpecNamesOne) {
-  json object = MiniClusterObject();
-  object["spec"]["size"] = 100;
-  EXPECT_NE(FluxBrokerConfig(Parse(object), DesiredOptions{})
-                .find("[tbon]\ntopo = \"kary:32\"\n"),
-            std::string::npos);
-  object["spec"]["tbonTopo"] = "binomial";
-  EXPECT_NE(FluxBrokerConfig(Parse(object), DesiredOptions{})
-                .find("[tbon]\ntopo = \"binomial\"\n"),
-            std::string::npos);
 }
 
 // A queued MiniCluster with minSize asks Kueue for partial admission and
@@ -618,9 +592,13 @@ class StartScriptRun {
   int Run(const std::string& script, int index, const std::string& flux_body,
           bool term = false) {
     std::filesystem::remove(dir_ + "/args");
+    std::filesystem::remove(dir_ + "/r-args");
     {
       std::ofstream flux(dir_ + "/bin/flux");
-      flux << "#!/bin/sh\nprintf '%s\\n' \"$@\" > " << dir_ << "/args.tmp\n"
+      // `flux R encode` (NodeResourceCommand) answers at once.
+      flux << "#!/bin/sh\nif [ \"$1\" = R ]; then printf '%s\\n' \"$@\" > "
+           << dir_ << "/r-args; echo '{\"version\": 1}'; exit 0; fi\n"
+           << "printf '%s\\n' \"$@\" > " << dir_ << "/args.tmp\n"
            << "mv " << dir_ << "/args.tmp " << dir_ << "/args\n"
            << flux_body << "\n";
     }
@@ -672,8 +650,11 @@ TEST(StartScript, WritesTheConfigWithBuiltinsAndRunsFlux) {
   EXPECT_EQ(script.find("set -eu\n"), script.find('\n') + 1);
   EXPECT_EQ(run.Run(script, 0, "exit 0"), 0);
   EXPECT_EQ(run.Read("broker.toml"), FluxBrokerConfig(mc, opts));
+  // No CPU grant: rank 0's node describes every rank, from config.
+  EXPECT_EQ(run.Read("R"), "{\"version\": 1}\n");
+  EXPECT_EQ(run.Read("r-args"), "R\nencode\n--hosts=demo-[0-3]\n--local\n");
   // The job shell's rc, found through FLUX_SHELL_RC_PATH.
-  EXPECT_NE(run.Read("cpu-affinity.lua")
+  EXPECT_NE(run.Read("minicluster.lua")
                 .find("shell.options[\"cpu-affinity\"] = \"off\""),
             std::string::npos);
   EXPECT_EQ(run.Read("args"),

@@ -302,8 +302,8 @@ TEST(MiniClusterParse, FluxViewOrFromImage) {
   object["spec"]["flux"]["typo"] = 1;
   EXPECT_EQ(UnknownFields(object),
             std::vector<std::string>{
-                "spec.flux.typo: unknown field; spec.flux has view, fromImage "
-                "(check for a typo)"});
+                "spec.flux.typo: unknown field; spec.flux has view, fromImage, "
+                "scheduler (check for a typo)"});
 }
 
 TEST(MiniClusterParse, RejectsNamesThatCannotNameAServiceOrHostname) {

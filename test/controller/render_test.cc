@@ -134,6 +134,8 @@ TEST(Render, KnownFieldsAreTheCrdsDeclaredOnes) {
   EXPECT_EQ(as_set(known.spec), keys(spec));
   EXPECT_EQ(as_set(known.flux_user), keys(spec["fluxUser"]["properties"]));
   EXPECT_EQ(as_set(known.flux), keys(spec["flux"]["properties"]));
+  EXPECT_EQ(as_set(known.flux_scheduler),
+            keys(spec["flux"]["properties"]["scheduler"]["properties"]));
   EXPECT_EQ(as_set(known.resources), keys(spec["resources"]["properties"]));
   EXPECT_EQ(as_set(known.toleration),
             keys(spec["tolerations"]["items"]["properties"]));

@@ -1,0 +1,46 @@
+// What a MiniCluster's Flux instance is configured with: the broker config
+// (broker.toml) and the job shell's rc. Pure functions; the start script
+// (desired.h) writes both into the pod.
+#pragma once
+
+#include <string>
+
+#include "controller/minicluster.h"
+
+namespace fcc::controller {
+
+struct DesiredOptions;
+
+// broker.toml: [bootstrap] with curve_cert on the CSI mount, the hosts and
+// how brokers reach each other through the headless Service; [resource]
+// from the pod's grant; the scheduler (SchedulerConfig); [tbon].
+std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
+
+// A MiniCluster without a CPU grant describes its ranks by rank 0's node:
+// this shell line (with `flux` the command that runs Flux) writes that R to
+// NodeResourcePath before the broker starts; "" when the pod has a grant.
+// From config, not discovered, so that a rank that left and rejoined is
+// scheduled again (flux-core shrinks a discovered rank's resources for good).
+std::string NodeResourceCommand(const MiniCluster& mc,
+                                const DesiredOptions& opts,
+                                const std::string& flux);
+std::string NodeResourcePath(const DesiredOptions& opts);
+
+// The scheduler's part of broker.toml. Fluxion's tables always (an image
+// with Fluxion of its own honours them too); sched-simple is chosen through
+// flux modprobe's alternatives, which outrank Fluxion's priority.
+std::string SchedulerConfig(const FluxScheduler& scheduler);
+
+// Flux's tree (tbon.topo) for `mc`: spec.tbonTopo, else kary:32 - flat
+// (rank 0 the parent of all) up to 33 brokers, where no tree is faster,
+// and above it a tree that keeps rank 0's CPU and memory down
+// (docs/user/resources.md, "The broker tree").
+inline constexpr char kDefaultTbonTopo[] = "kary:32";
+std::string TbonTopo(const MiniCluster& mc);
+
+// The job shell's rc (on FLUX_SHELL_RC_PATH, the config directory): the
+// MiniCluster's defaults for every job, each unless the job sets it.
+inline constexpr char kShellRcFile[] = "minicluster.lua";
+std::string ShellRc();
+
+}  // namespace fcc::controller
