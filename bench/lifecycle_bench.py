@@ -18,6 +18,10 @@ Runs on scripts/controlplane --node with the project installed from deploy/
   Flux (app-busybox), its brokers run from the driver's Flux view (issue 39):
   create -> wired and -> Ready, against the Flux-in-image one.
 
+Then the scheduler's throughput (issue 50): Fluxion and sched-simple, each
+in one persistent MiniCluster of the view, jobs/s for FCC_BENCH_SCHED_JOBS
+(default 500) one-core `true` jobs.
+
 Prints numbers; asserts only that what it measures happened.
 
   unshare -m --propagation private bench/lifecycle_bench.py
@@ -43,6 +47,7 @@ from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, ma
 
 SIZES = [int(s) for s in os.environ.get("FCC_BENCH_SIZES", "1,3,8").split(",")]
 ROUNDS = int(os.environ.get("FCC_BENCH_ROUNDS", "1"))
+SCHED_JOBS = int(os.environ.get("FCC_BENCH_SCHED_JOBS", "500"))
 RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}}
 # One size-round, in seconds; also the CSV's columns.
 Row = collections.namedtuple("Row", "size floor wired ready gone_persistent ephemeral_done gone_ephemeral "
@@ -201,5 +206,42 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
     print("  bytes written per pod for Flux: 0 with the view (a read-only bind of the node's copy)")
 
 
+def submit_throughput(flux, jobs):
+    """`jobs` one-core `true` jobs submitted at once to the instance whose
+    `flux` this is, until the queue is empty: jobs per second."""
+    t0 = time.monotonic()
+    flux("submit", "--quiet", f"--cc=1-{jobs}", "-n1", "true")
+    flux("queue", "drain", "--timeout=600")
+    seconds = time.monotonic() - t0
+    done = flux("jobs", "-a", "-f", "completed", "-no", "{id}").split()
+    check(len(done) >= jobs, f"{len(done)} of {jobs} jobs completed")
+    return jobs / seconds
+
+
+def bench_scheduler(work, jobs=SCHED_JOBS):
+    """Fluxion (fcfs) and sched-simple, each in one persistent MiniCluster
+    of the busybox image (size 2, 2 cores a broker): jobs/s for `jobs`
+    one-core `true` jobs."""
+    ns = "sched-bench"
+    create_namespace(ns)
+    two = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "2"}}
+    rates = {}
+    for label, flux_spec in (("fluxion", {}), ("simple", {"scheduler": {"simple": True}})):
+        name = f"sched-{label}"
+        apply(minicluster(name, ns, 2, image=app("app-busybox"), resources=two, flux=flux_spec))
+        pods = wait_for(f"{name} Ready", lambda: ready_pods(name, ns, 2), timeout=300)
+        lead = pods[0]["metadata"]["name"]
+
+        def flux(*args):
+            return kubectl("exec", "-n", ns, lead, "--", "flux", *args, timeout=900).stdout
+        rates[label] = submit_throughput(flux, jobs)
+        delete_and_time_gone(name, ns)
+    print(f"\nScheduler throughput, {jobs} one-core `true` jobs, 4 cores (2 brokers x 2):")
+    for label, rate in rates.items():
+        print(f"  {label:>8}: {rate:.1f} jobs/s")
+    return rates
+
+
 if __name__ == "__main__":
-    main([bench_lifecycle], needs_controller=False, crd=False, node_images=all_images, setup=install)
+    main([bench_lifecycle, bench_scheduler], needs_controller=False, crd=False,
+         node_images=all_images, setup=install)

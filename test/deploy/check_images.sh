@@ -10,8 +10,9 @@
 #           FCC_IMAGE_TEST_FLUX=1) flux version, as user flux; then the
 #           driver image carries the Flux view (its view.json), and the
 #           test application images run: app-busybox (busybox only),
-#           app-mpich (mpi-hello, no python3), app-openmpi and
-#           app-openmpi5 (Open MPI 4 and 5, mpi-hello, no python3), app-python
+#           app-mpich (mpi-hello, no python3), app-openmpi,
+#           app-openmpi-bullseye and app-openmpi5 (Open MPI 4, 4, 5,
+#           mpi-hello, no python3), app-python
 #
 #   check_images.sh REPO_DIR BUILD_DIR
 # Env: FCC_IMAGE_DRIVER_TAR (see below), FCC_IMAGE_TEST_FLUX=1 (flux image
@@ -43,7 +44,7 @@ flux_tar=
 if [[ ${FCC_IMAGE_TEST_FLUX:-} == 1 ]] || "$repo/scripts/flux-core-tarball" >/dev/null 2>&1; then
   flux_tar=$("$repo/scripts/image" flux | tail -1)
   app_tars=()
-  for app in app-busybox app-mpich app-openmpi app-openmpi5 app-python; do
+  for app in app-busybox app-mpich app-openmpi app-openmpi-bullseye app-openmpi5 app-python; do
     app_tars+=("$("$repo/scripts/image" "$app" | tail -1)")
   done
 fi
@@ -148,15 +149,16 @@ if [[ -n $flux_tar ]]; then
   import "${app_tars[0]}" localhost/app-busybox:fcc
   import "${app_tars[1]}" localhost/app-mpich:fcc
   import "${app_tars[2]}" localhost/app-openmpi:fcc
-  import "${app_tars[3]}" localhost/app-openmpi5:fcc
-  import "${app_tars[4]}" localhost/app-python:fcc
+  import "${app_tars[3]}" localhost/app-openmpi-bullseye:fcc
+  import "${app_tars[4]}" localhost/app-openmpi5:fcc
+  import "${app_tars[5]}" localhost/app-python:fcc
   expect "app-busybox: only busybox, no libc" '^ok$' "${run[@]}" localhost/app-busybox:fcc a1 \
     /bin/sh -c 'ls /lib /lib64 /usr /etc/passwd >/dev/null 2>&1 && echo has-more || echo ok'
   expect "app-mpich: mpi-hello (singleton), no python3" '^rank 0 of 1 on .*nopython$' "${run[@]}" localhost/app-mpich:fcc a2 \
     sh -c 'mpi-hello | tr -d "\n"; command -v python3 >/dev/null || echo nopython'
-  for v in app-openmpi:4 app-openmpi5:5; do
+  for v in app-openmpi:4 app-openmpi-bullseye:4 app-openmpi5:5; do
     expect "${v%:*}: Open MPI ${v#*:} and mpi-hello, no python3" "^${v#*:} nopython\$" "${run[@]}" \
-      "localhost/${v%:*}:fcc" "o${v#*:}" sh -c 'ompi_info --parsable | sed -n "s/^ompi:version:full:\([0-9]\).*/\1/p" | tr -d "\n";
+      "localhost/${v%:*}:fcc" "o${v%:*}" sh -c 'ompi_info --parsable | sed -n "s/^ompi:version:full:\([0-9]\).*/\1/p" | tr -d "\n";
         test -x /usr/local/bin/mpi-hello && ! command -v python3 >/dev/null && echo " nopython"'
   done
   expect "app-python: python3, no flux" '^3\.11 noflux$' "${run[@]}" localhost/app-python:fcc a3 \

@@ -685,6 +685,34 @@ def test_follower_lost(work):
     wait_gone(name, ns, uids)
 
 
+def test_follower_lost_without_cpu_request(work):
+    """Persistent size 3 with no CPU request or limit (R from rank 0's node):
+    index 2's pod deleted, its broker rejoins and Fluxion schedules it again
+    (`flux run -N3`), as with a request (test_follower_lost). Before R came
+    from config, the rejoined rank stayed down for good while the status
+    said 3/3 (docs/user/broker-loss.md)."""
+    ns, name = "mc-loss-nocpu", "nocpu"
+    create_namespace(ns)
+    apply(minicluster(name, ns, 3, resources={"requests": {"memory": "64Mi"}}))
+    pods = wait_for("three brokers Running and Ready", lambda: ready_pods(name, ns, 3), timeout=240)
+    lead = pods[0]["metadata"]["name"]
+    victim = pods[2]["metadata"]
+    kubectl("delete", "pod", "-n", ns, victim["name"], "--wait=false")
+    pods = wait_for("a new index-2 pod Ready", lambda: (
+        lambda ps: ps if ps and ps[2]["metadata"]["uid"] != victim["uid"] else None)(
+            ready_pods(name, ns, 3)), timeout=240)
+    wait_for("overlay full", lambda: overlay_full(ns, lead), timeout=120)
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N3", "hostname",
+                  timeout=120).stdout
+    check_eq(sorted(out.split()), [f"{name}-0", f"{name}-1", f"{name}-2"],
+             "flux run -N3 hostname after index 2 rejoined, no CPU request")
+    modules = kubectl("exec", "-n", ns, lead, "--", "flux", "module", "list", timeout=60).stdout
+    check("sched-fluxion-qmanager" in modules, f"Fluxion schedules: {modules}")
+    uids = [p["metadata"]["uid"] for p in pods]
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
 def test_follower_lost_mid_run(work):
     """Ephemeral size 3 running `flux run -N3 sleep`: index 2's pod deleted
     mid-run. Flux raises a fatal exception on the job, `flux run` exits
@@ -714,7 +742,8 @@ def test_follower_lost_mid_run(work):
 
 if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
-          test_failing_command, test_follower_lost, test_follower_lost_mid_run,
+          test_failing_command, test_follower_lost, test_follower_lost_without_cpu_request,
+          test_follower_lost_mid_run,
           test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key,
           test_key_rotation],
          needs_controller=False, crd=False, node_images=all_images, setup=install)

@@ -7,7 +7,8 @@ driver's image carries the view (scripts/image view), which the driver
 copies to the node once and binds read-only into each broker pod. The
 application images are built here from Debian's archive (scripts/image):
 app-busybox (a static busybox and nothing else: no libc, no passwd),
-app-mpich (MPICH and an MPI program, no Flux, no Python) and app-python
+app-mpich (MPICH and an MPI program, no Flux, no Python), app-openmpi,
+app-openmpi-bullseye and app-openmpi5 (the same with Open MPI) and app-python
 (Debian's python3, no Flux).
 
 Env: FCC_DRIVER (the flux-curve-csi binary), FCC_KEEP=1.
@@ -28,7 +29,8 @@ from minicluster_node_test import (index0_logs, minicluster, pods_of, ready_pods
 from e2e_lib import (apply, check, check_eq, create_namespace, get, kubectl, log,  # noqa: E402
                      main, wait_for)
 
-APPS = ("app-busybox", "app-mpich", "app-python")
+APPS = ("app-busybox", "app-mpich", "app-openmpi", "app-openmpi-bullseye", "app-openmpi5",
+        "app-python")
 VIEW = "flux-core-0.88.0"
 
 
@@ -167,20 +169,89 @@ def test_busybox_persistent_and_driver_kill(work):
     check_eq([view_mounts(u) for u in uids], [[], [], []], "view mounts after deletion")
 
 
+def check_one_world(out, name, size):
+    """Every rank of one MPI_COMM_WORLD printed once, from each broker's host
+    (singletons would print "rank 0 of 1" `size` times)."""
+    ranks = re.findall(r"rank (\d+) of (\d+) on (\S+)", out)
+    check_eq(sorted(int(r) for r, _, _ in ranks), list(range(size)), f"MPI ranks: {out[-1200:]}")
+    check_eq({n for _, n, _ in ranks}, {str(size)}, f"MPI world size: {out[-1200:]}")
+    check_eq(sorted({h for _, _, h in ranks}), [f"{name}-{i}" for i in range(3)], "MPI hosts")
+
+
 def test_mpi(work):
-    """MPICH's own program, launched by Flux's PMI: six ranks on three hosts.
-    Flux schedules the cores the pod was granted (its CPU limit, here 2 each;
-    the request stays small so three pods fit the test node)."""
+    """Each MPI's own program, launched by Flux with no option: six ranks of
+    one world on three hosts. MPICH (Debian 11) by PMI-1; Open MPI 4.1
+    (Debian 12 and 11) and 5.0 (Debian 13) by PMIx, which the controller's
+    job shell rc offers beside PMI-1 (flux-pmix, in the view). Flux
+    schedules the cores the pod was granted (its CPU limit, here 2 each; the
+    request stays small so three pods fit the test node)."""
     ns = "view-mpi"
     create_namespace(ns)
-    out = run_ephemeral(ns, "mpi", app("app-mpich"), 3,
-                        ["flux", "run", "-N3", "-n6", "/usr/local/bin/mpi-hello"],
-                        resources={"requests": {"cpu": "100m", "memory": "64Mi"},
-                                   "limits": {"cpu": "2"}})
-    ranks = re.findall(r"rank (\d+) of (\d+) on (\S+)", out)
-    check_eq(sorted(int(r) for r, _, _ in ranks), list(range(6)), f"MPI ranks: {out[-1200:]}")
-    check_eq({n for _, n, _ in ranks}, {"6"}, "MPI world size")
-    check_eq(sorted({h for _, _, h in ranks}), ["mpi-0", "mpi-1", "mpi-2"], "MPI hosts")
+    for image, name in (("app-mpich", "mpich"), ("app-openmpi", "ompi4"),
+                        ("app-openmpi-bullseye", "ompi4-d11"), ("app-openmpi5", "ompi5")):
+        out = run_ephemeral(ns, name, app(image), 3,
+                            ["flux", "run", "-N3", "-n6", "/usr/local/bin/mpi-hello"],
+                            resources={"requests": {"cpu": "100m", "memory": "64Mi"},
+                                       "limits": {"cpu": "2"}})
+        check_one_world(out, name, 6)
+
+
+def persistent_lead(ns, name, **spec):
+    """A persistent size-1 MiniCluster of the busybox image; `flux` in it."""
+    apply(minicluster(name, ns, 1, image=app("app-busybox"), **spec))
+    pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, 1), timeout=180)
+    lead = pods[0]["metadata"]["name"]
+
+    def flux(*args, check_rc=True):
+        return kubectl("exec", "-n", ns, lead, "--", "flux", *args, timeout=90,
+                       check_rc=check_rc).stdout
+    return flux
+
+
+def test_fluxion(work):
+    """Fluxion schedules by default, with the spec's queue policy: a short
+    job behind a blocked one runs at once under easy backfill and waits
+    under fcfs; --exclusive takes the whole node; simple: true keeps
+    sched-simple. Each instance has 3 cores (a CPU limit of 3)."""
+    ns = "view-fluxion"
+    create_namespace(ns)
+    three = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "3"}}
+    policies = {"fcfs": {}, "easy": {"scheduler": {"queuePolicy": "easy"}}}
+    fluxes = {p: persistent_lead(ns, f"q-{p}", resources=three, flux=f)
+              for p, f in policies.items()}
+    modules = fluxes["fcfs"]("module", "list")
+    for module in ("sched-fluxion-qmanager", "sched-fluxion-resource"):
+        check(module in modules, f"{module} loaded: {modules}")
+    check("sched-simple" not in modules, f"sched-simple not loaded: {modules}")
+    check_eq(fluxes["fcfs"]("run", "--exclusive", "-N1", "sh", "-c",
+                            "echo $FLUX_JOB_NNODES $(flux getattr size)").split(), ["1", "1"],
+             "flux run --exclusive -N1")
+    check("easy" in fluxes["easy"]("dmesg"), "qmanager's policy easy in the log")
+    # Two of three cores busy for a while; a job for all three waits behind
+    # it; a one-core job that ends long before is what backfill may run.
+    states = {}
+    for policy, flux in fluxes.items():
+        flux("submit", "-n2", "-t", "5m", "sleep", "60")
+        flux("submit", "-n3", "-t", "5m", "true")
+        short = flux("submit", "-n1", "-t", "10s", "true").strip()
+        time.sleep(5)
+        states[policy] = flux("jobs", "-no", "{state}", short).strip()
+        flux("cancel", "--all", check_rc=False)
+    log(f"the short job after 5 s: {states}")
+    check_eq(states, {"fcfs": "SCHED", "easy": "INACTIVE"},
+             "a short job behind a blocked one: waits (fcfs), backfilled (easy)")
+
+    simple = persistent_lead(ns, "simple", flux={"scheduler": {"simple": True}})
+    modules = simple("module", "list")
+    check("sched-simple" in modules and "fluxion" not in modules,
+          f"simple: true loads sched-simple alone: {modules}")
+    check_eq(simple("run", "hostname").strip(), "simple-0", "a job under sched-simple")
+    # The benchmark's throughput run, small: it still measures what it says.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import lifecycle_bench
+    for label, flux in (("fluxion", fluxes["fcfs"]), ("simple", simple)):
+        log(f"{label}: {lifecycle_bench.submit_throughput(flux, 20):.1f} jobs/s (20 jobs)")
+    kubectl("delete", "miniclusters.minicluster.dev", "--all", "-n", ns, "--wait=true")
 
 
 def test_applications_own_python(work):
@@ -207,5 +278,5 @@ def test_nothing_left(work):
 
 if __name__ == "__main__":
     main([test_busybox_ephemeral, test_busybox_persistent_and_driver_kill, test_mpi,
-          test_applications_own_python, test_lifecycle_bench_smoke, test_nothing_left],
+          test_fluxion, test_applications_own_python, test_lifecycle_bench_smoke, test_nothing_left],
          needs_controller=False, crd=False, node_images=all_images, setup=install)
