@@ -234,6 +234,14 @@ void AddServeFlags(CLI::App& serve_cmd, driver::ServeOptions& serve) {
       ->envname("VIEW_STORE_DIR")
       ->capture_default_str();
   serve_cmd
+      .add_option("--view-staging-dir", serve.view_staging_dir,
+                  "Where view volumes are staged read-only on kernels "
+                  "without mount_setattr (Linux < 5.12) or with "
+                  "--mount-api=mount: a directory in the driver's own mount "
+                  "namespace, which it makes a private mount")
+      ->envname("VIEW_STAGING_DIR")
+      ->capture_default_str();
+  serve_cmd
       .add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,
                   "tmpfs size limit of each volume")
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))
@@ -408,6 +416,7 @@ int main(int argc, char** argv) {
   serve.kubelet_registration_path = driver::kDefaultKubeletRegistrationPath;
   serve.views_dir = "/usr/share/flux-curve-csi/views";
   serve.view_store_dir = "/csi/views";
+  serve.view_staging_dir = "/csi/view-staging";
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve CSI Identity and Node on a unix socket (the DaemonSet)");
   bool accept_readonly_false = false;

@@ -49,6 +49,8 @@ class Publisher {
   }
   const VolumeCaps& caps() const { return count_.caps(); }
   VolumeCount::Stats CountStats() const { return count_.GetStats(); }
+  // The count view volumes share (ViewPublisher).
+  VolumeCount& count() { return count_; }
 
  private:
   enum class TargetVerdict { kHealthy, kIncompatible, kDamaged };

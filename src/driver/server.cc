@@ -146,6 +146,28 @@ void LogMountApi(const LinuxHostFs& host_fs, const ServeOptions& options) {
   }
 }
 
+// mount(2) for tmpfs (asked for, or no fsopen) means mount(2) for views too,
+// so the *_mount2 test passes cover the staged binds; otherwise whatever
+// this kernel can seal detached.
+ViewBindApi ChooseViewBindApi(const LinuxHostFs& host_fs,
+                              const ServeOptions& options) {
+  const ViewBindApi api = host_fs.api() == MountApi::kMount
+                              ? ViewBindApi::kStaged
+                              : DetectViewBindApi();
+  if (api == ViewBindApi::kStaged) {
+    spdlog::info(
+        "binding view volumes with mount(2) from read-only staging binds in "
+        "{}{}",
+        options.view_staging_dir,
+        host_fs.api() == MountApi::kMount
+            ? ""
+            : " (this kernel has no mount_setattr: Linux < 5.12)");
+  } else {
+    spdlog::info("binding view volumes with open_tree/mount_setattr");
+  }
+  return api;
+}
+
 // Mounts matter more than metrics: a taken port is logged, not fatal (the
 // scrape target going down is what alerts).
 std::unique_ptr<common::HttpServer> StartHttp(const ServeOptions& options,
@@ -374,7 +396,20 @@ int Serve(const ServeOptions& options) {
   }
   spdlog::info("serving Flux views: {} (from {}, node copy in {})",
                views->ServedNames(), options.views_dir, options.view_store_dir);
-  ViewPublisher view_publisher(*host_fs, *views);
+  ViewPublisher view_publisher(*host_fs, *views, publisher.count(),
+                               {.api = ChooseViewBindApi(*host_fs, options),
+                                .staging_dir = options.view_staging_dir});
+  if (auto adopted =
+          view_publisher.AdoptMounted(options.validation.kubelet_dir);
+      !adopted) {
+    spdlog::error(
+        "refusing to serve: cannot count the view volumes already "
+        "mounted: {}",
+        adopted.error());
+    return 1;
+  } else if (*adopted > 0) {
+    spdlog::info("{} view volumes already mounted", *adopted);
+  }
   IdentityService identity;
   Metrics metrics(&keys, &publisher);
   NodeService node(options.node_id, publisher, &metrics, options.validation,

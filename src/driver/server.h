@@ -29,6 +29,9 @@ struct ServeOptions {
   // none.
   std::string views_dir;
   std::string view_store_dir;
+  // Where view binds are staged, sealed, on kernels without mount_setattr
+  // (and with --mount-api=mount): a directory of the driver's own.
+  std::string view_staging_dir;
   PublisherOptions publisher;
   ValidationPolicy validation;
   std::optional<MountApi> mount_api;  // unset: DetectMountApi()

@@ -89,8 +89,8 @@ std::expected<View, std::string> InstallView(const fs::path& source,
 
 // Every view copy in the store, by identity (temporary copies left by a
 // killed driver are removed: nothing can have mounted them).
-std::vector<FileId> StoredViews(const fs::path& store) {
-  std::vector<FileId> stored;
+std::vector<StoredView> StoredViews(const fs::path& store) {
+  std::vector<StoredView> stored;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(store, ec)) {
     const std::string file = entry.path().filename().string();
@@ -99,8 +99,11 @@ std::vector<FileId> StoredViews(const fs::path& store) {
       fs::remove_all(entry.path(), ignored);
       continue;
     }
-    if (file.find('@') == std::string::npos) continue;
-    if (auto id = IdentifyPath(entry.path().string())) stored.push_back(*id);
+    const size_t at = file.find('@');
+    if (at == std::string::npos) continue;
+    if (auto id = IdentifyPath(entry.path().string())) {
+      stored.push_back({file.substr(0, at), *id});
+    }
   }
   return stored;
 }
@@ -129,8 +132,16 @@ std::string ViewCatalog::ServedNames() const {
 }
 
 bool ViewCatalog::IsViewRoot(const FileId& id) const {
-  return std::ranges::find(stored_, id) != stored_.end() ||
+  return std::ranges::find(stored_, id, &StoredView::root) != stored_.end() ||
          std::ranges::find(served_, id, &View::root) != served_.end();
+}
+
+bool ViewCatalog::IsCopyOf(std::string_view name, const FileId& id) const {
+  const View* view = Find(name);
+  if (view != nullptr && view->root == id) return true;
+  return std::ranges::any_of(stored_, [&](const StoredView& copy) {
+    return copy.name == name && copy.root == id;
+  });
 }
 
 std::expected<std::string, std::string> CheckViewManifest(
@@ -180,7 +191,7 @@ std::expected<ViewCatalog, std::string> InstallViews(
       served.push_back(std::move(*view));
     }
   }
-  std::vector<FileId> stored;
+  std::vector<StoredView> stored;
   if (fs::is_directory(store_dir, ec)) stored = StoredViews(store_dir);
   return ViewCatalog(std::move(served), std::move(stored));
 }

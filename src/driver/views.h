@@ -31,23 +31,33 @@ struct View {
   FileId root;         // of `path`
 };
 
+// A copy in the store: <name>@<digest prefix> (StoredViewName).
+struct StoredView {
+  std::string name;  // the view's, without the digest
+  FileId root;
+};
+
 // The views this driver serves, and every copy in the store (older
 // releases' too), whose mounts unpublish must still recognise.
 class ViewCatalog {
  public:
   ViewCatalog() = default;
-  ViewCatalog(std::vector<View> served, std::vector<FileId> stored)
+  ViewCatalog(std::vector<View> served, std::vector<StoredView> stored)
       : served_(std::move(served)), stored_(std::move(stored)) {}
 
   const View* Find(std::string_view name) const;
   // "flux-core-0.88.0, ..." or "none", for error messages.
   std::string ServedNames() const;
   bool IsViewRoot(const FileId& id) const;
+  // Whether `id` is the root of a copy of view `name`: the one served or an
+  // older one a running pod still has (after an upgrade changed the view).
+  bool IsCopyOf(std::string_view name, const FileId& id) const;
   const std::vector<View>& served() const { return served_; }
+  const std::vector<StoredView>& stored() const { return stored_; }
 
  private:
   std::vector<View> served_;
-  std::vector<FileId> stored_;
+  std::vector<StoredView> stored_;
 };
 
 // Checks a view's manifest (share/flux-view/view.json, parsed) against the

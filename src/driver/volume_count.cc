@@ -1,9 +1,11 @@
 #include "driver/volume_count.h"
 
 #include <fmt/format.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -56,6 +58,7 @@ bool HasToken(std::string_view comma_list, std::string_view token) {
 // "36 35 98:0 / /mnt rw,noatime master:1 - tmpfs source rw,size=16k": the
 // mount point, and the three fields after the "-" separator.
 struct MountLine {
+  dev_t device = 0;  // major:minor
   std::string mount_point;
   std::string fs_type;
   std::string source;
@@ -70,7 +73,13 @@ std::optional<MountLine> ParseMountLine(const std::string& line) {
   }
   while (in >> field && field != "-") {
   }
-  MountLine parsed{.mount_point = Unescape(mount_point)};
+  MountLine parsed;
+  parsed.mount_point = Unescape(mount_point);
+  unsigned major_number = 0;
+  unsigned minor_number = 0;
+  if (std::sscanf(device.c_str(), "%u:%u", &major_number, &minor_number) == 2) {
+    parsed.device = makedev(major_number, minor_number);
+  }
   if (!(in >> parsed.fs_type >> parsed.source >> parsed.super_options)) {
     return std::nullopt;
   }
@@ -99,8 +108,26 @@ std::vector<MountedVolume> DriverVolumesIn(std::string_view mountinfo,
   return volumes;
 }
 
-std::expected<std::vector<MountedVolume>, std::string> ScanDriverVolumes(
-    std::string_view kubelet_dir) {
+std::vector<MountedVolume> MountsOfDevicesIn(
+    std::string_view mountinfo, std::string_view kubelet_dir,
+    const std::vector<dev_t>& devices) {
+  std::vector<MountedVolume> volumes;
+  std::unordered_set<std::string> seen;
+  std::istringstream lines{std::string(mountinfo)};
+  for (std::string line; std::getline(lines, line);) {
+    const auto mount = ParseMountLine(line);
+    if (!mount || std::ranges::find(devices, mount->device) == devices.end()) {
+      continue;
+    }
+    auto pod_uid = PodUidOfKubeletTarget(mount->mount_point, kubelet_dir);
+    if (!pod_uid || !seen.insert(mount->mount_point).second) continue;
+    volumes.push_back(
+        {mount->mount_point, std::move(*pod_uid), VolumeKind::kView});
+  }
+  return volumes;
+}
+
+std::expected<std::string, std::string> ReadSelfMountInfo() {
   constexpr const char* kMountInfo = "/proc/self/mountinfo";
   std::ifstream in(kMountInfo);
   std::stringstream text;
@@ -108,25 +135,44 @@ std::expected<std::vector<MountedVolume>, std::string> ScanDriverVolumes(
     return std::unexpected(
         fmt::format("cannot read {}: {}", kMountInfo, std::strerror(errno)));
   }
-  return DriverVolumesIn(text.view(), kubelet_dir);
+  return std::move(text).str();
+}
+
+std::expected<std::vector<MountedVolume>, std::string> ScanDriverVolumes(
+    std::string_view kubelet_dir) {
+  auto text = ReadSelfMountInfo();
+  if (!text) return std::unexpected(text.error());
+  return DriverVolumesIn(*text, kubelet_dir);
+}
+
+void VolumeCount::CountLocked(const std::string& target,
+                              const std::string& pod_uid, VolumeKind kind) {
+  if (pod_of_target_.try_emplace(target, Holder{pod_uid, kind}).second) {
+    ++per_pod_[pod_uid].Of(kind);
+  }
 }
 
 void VolumeCount::Adopt(const std::vector<MountedVolume>& volumes) {
   std::lock_guard lock(mu_);
   for (const MountedVolume& volume : volumes) {
-    if (pod_of_target_.try_emplace(volume.target, volume.pod_uid).second) {
-      ++per_pod_[volume.pod_uid];
-    }
+    CountLocked(volume.target, volume.pod_uid, volume.kind);
   }
 }
 
 std::expected<VolumeCount::Reservation, std::string> VolumeCount::Reserve(
-    const std::string& target, const std::string& pod_uid) {
+    const std::string& target, const std::string& pod_uid, VolumeKind kind) {
   std::lock_guard lock(mu_);
   if (pod_of_target_.contains(target)) return Reservation(nullptr, target);
   const auto pod = per_pod_.find(pod_uid);
-  const uint32_t of_pod = pod == per_pod_.end() ? 0 : pod->second;
-  if (of_pod >= caps_.per_pod) {
+  const uint32_t of_pod = pod == per_pod_.end() ? 0 : pod->second.Of(kind);
+  if (kind == VolumeKind::kView && of_pod >= kMaxViewsPerPod) {
+    return std::unexpected(fmt::format(
+        "pod {} already has a {} view volume on this node, and a pod gets "
+        "one (every container mounts the same view volume): remove the "
+        "extra csi volumes with volumeAttributes.view from the pod spec",
+        pod_uid, common::kDriverName));
+  }
+  if (kind == VolumeKind::kCert && of_pod >= caps_.per_pod) {
     return std::unexpected(fmt::format(
         "pod {} already has {} {} volume(s) on this node, the most "
         "--max-volumes-per-pod={} allows; a MiniCluster pod needs one: remove "
@@ -145,8 +191,7 @@ std::expected<VolumeCount::Reservation, std::string> VolumeCount::Reserve(
         "(docs/admin/nodes.md)",
         pod_of_target_.size(), common::kDriverName, caps_.per_node));
   }
-  pod_of_target_.emplace(target, pod_uid);
-  ++per_pod_[pod_uid];
+  CountLocked(target, pod_uid, kind);
   return Reservation(this, target);
 }
 
@@ -158,8 +203,11 @@ void VolumeCount::Forget(const std::string& target) {
 void VolumeCount::ForgetLocked(const std::string& target) {
   const auto it = pod_of_target_.find(target);
   if (it == pod_of_target_.end()) return;
-  const auto pod = per_pod_.find(it->second);
-  if (pod != per_pod_.end() && --pod->second == 0) per_pod_.erase(pod);
+  const auto pod = per_pod_.find(it->second.pod_uid);
+  if (pod != per_pod_.end()) {
+    --pod->second.Of(it->second.kind);
+    if (pod->second.certs == 0 && pod->second.views == 0) per_pod_.erase(pod);
+  }
   pod_of_target_.erase(it);
 }
 

@@ -1,12 +1,17 @@
 // How many of the driver's volumes each pod and the node hold, and the caps
-// on them (--max-volumes-per-pod, --max-volumes-per-node). Every volume is a
-// tmpfs charged to the driver's memory cgroup, so an unbounded count lets
-// one pod OOM-kill the driver (docs/admin/nodes.md, "Volume caps").
+// on them (--max-volumes-per-pod, --max-volumes-per-node). Every cert volume
+// is a tmpfs charged to the driver's memory cgroup, and every view volume a
+// bind that is a mount in several namespaces (the node's mount table,
+// fs.mount-max, and kernel memory charged to the driver), so an unbounded
+// count lets one pod OOM-kill the driver or stop every mount on the node
+// (docs/admin/nodes.md, "Volume caps"). Certs and views share the node cap.
 //
 // The count is derived once from the node's mount table at start (volumes
 // mounted by an earlier driver process still count) and then kept in memory
 // by publish and unpublish: no call reads the mount table.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <expected>
@@ -23,10 +28,17 @@ struct VolumeCaps {
   uint32_t per_node = 1024;  // --max-volumes-per-node (NodeGetInfo reports it)
 };
 
+// A pod mounts one Flux view, whatever its containers: a second view
+// volume is refused (not a flag: nothing needs more).
+inline constexpr uint32_t kMaxViewsPerPod = 1;
+
+enum class VolumeKind { kCert, kView };
+
 // One of the driver's volumes found mounted: its target and the pod's UID.
 struct MountedVolume {
   std::string target;
   std::string pod_uid;
+  VolumeKind kind = VolumeKind::kCert;
   friend bool operator==(const MountedVolume&, const MountedVolume&) = default;
 };
 
@@ -41,6 +53,15 @@ std::vector<MountedVolume> DriverVolumesIn(std::string_view mountinfo,
 // could not be read.
 std::expected<std::vector<MountedVolume>, std::string> ScanDriverVolumes(
     std::string_view kubelet_dir);
+// The text of /proc/self/mountinfo, or why it could not be read.
+std::expected<std::string, std::string> ReadSelfMountInfo();
+// Mounts in `mountinfo` at a target in kubelet's layout whose device
+// (major:minor) is one of `devices`, as view volumes: the candidates for
+// binds of the view store's copies, which the caller confirms by identity
+// (nothing on another device, a network filesystem say, is ever stat'ed).
+std::vector<MountedVolume> MountsOfDevicesIn(std::string_view mountinfo,
+                                             std::string_view kubelet_dir,
+                                             const std::vector<dev_t>& devices);
 
 class VolumeCount final {
  public:
@@ -71,9 +92,12 @@ class VolumeCount final {
 
   // Counts `target` for `pod_uid`, or refuses with a message naming the cap
   // and its flag when that would exceed one; a target that already counts
-  // is never refused (a repeated or repairing publish).
-  std::expected<Reservation, std::string> Reserve(const std::string& target,
-                                                  const std::string& pod_uid);
+  // is never refused (a repeated or repairing publish). A pod's certs are
+  // capped by --max-volumes-per-pod, its views by kMaxViewsPerPod; the node
+  // cap counts both.
+  std::expected<Reservation, std::string> Reserve(
+      const std::string& target, const std::string& pod_uid,
+      VolumeKind kind = VolumeKind::kCert);
   // The volume at `target` is gone (unpublished).
   void Forget(const std::string& target);
 
@@ -85,12 +109,25 @@ class VolumeCount final {
   Stats GetStats() const;
 
  private:
+  struct Holder {
+    std::string pod_uid;
+    VolumeKind kind;
+  };
+  struct PodVolumes {
+    uint32_t certs = 0;
+    uint32_t views = 0;
+    uint32_t& Of(VolumeKind kind) {
+      return kind == VolumeKind::kView ? views : certs;
+    }
+  };
+  void CountLocked(const std::string& target, const std::string& pod_uid,
+                   VolumeKind kind);
   void ForgetLocked(const std::string& target);
 
   const VolumeCaps caps_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::string> pod_of_target_;
-  std::unordered_map<std::string, uint32_t> per_pod_;
+  std::unordered_map<std::string, Holder> pod_of_target_;
+  std::unordered_map<std::string, PodVolumes> per_pod_;
 };
 
 }  // namespace fcc::driver

@@ -403,6 +403,16 @@ std::expected<ViewPublishSpec, RequestError> ValidateViewPublishRequest(
     const ValidationPolicy& policy) {
   auto basics = CheckPublishBasics(request, policy);
   if (!basics) return std::unexpected(basics.error());
+  // kubelet mounts a volume read-write into the containers unless the pod
+  // says readOnly, and the bind kubelet holds is the node's one copy that
+  // every broker on the node runs: whatever --require-readonly says.
+  if (!request.readonly()) {
+    return Invalid(
+        "readonly must be true for a view volume: set readOnly: true in the "
+        "pod's volumes[].csi that names the view (the MiniCluster controller "
+        "does); the view is the node's one copy of Flux, which no pod may "
+        "mount writable");
+  }
   auto view = CheckViewAttributes(request.volume_context());
   if (!view) return std::unexpected(view.error());
   return ViewPublishSpec{.volume_id = std::move(basics->volume.volume_id),

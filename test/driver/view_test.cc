@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,9 @@ namespace {
 constexpr char kView[] = "flux-core-0.88.0";
 constexpr char kDigest[] =
     "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+// The same view after an upgrade of the driver's image changed its files.
+constexpr char kUpgradedDigest[] =
+    "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
 
 void WriteText(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(
@@ -38,14 +42,8 @@ class ViewTest : public DriverTest {
     // The image's views, before the driver starts (the fixture starts it).
     image_views_ = ScratchPath("image-views");
     store_ = ScratchPath("store");
-    const std::string view = image_views_ + "/" + kView;
-    WriteText(view + "/share/flux-view/view.json",
-              std::string(R"({"name": ")") + kView + R"(", "digest": ")" +
-                  kDigest + R"("})");
-    WriteText(view + "/bin/flux", "#!flux\n");
-    std::filesystem::permissions(view + "/bin/flux",
-                                 std::filesystem::perms::owner_all |
-                                     std::filesystem::perms::others_exec);
+    staging_ = ScratchPath("staging");
+    WriteImageView(kDigest, "#!flux\n");
     DriverTest::SetUp();
     pod_.volume_name = "flux-view";
     KubeletPrepareParent(pod_);
@@ -58,26 +56,91 @@ class ViewTest : public DriverTest {
   }
   void TearDown() override {
     DriverTest::TearDown();
+    // The staging binds outlive the driver in this (the test's) namespace.
+    for (auto mounts = MountsUnder(staging_); !mounts.empty();
+         mounts = MountsUnder(staging_)) {
+      if (umount2(mounts.back().mount_point.c_str(), MNT_DETACH) != 0) break;
+    }
     std::filesystem::remove_all(image_views_);
     std::filesystem::remove_all(store_);
+    std::filesystem::remove_all(staging_);
+  }
+
+  // The view as the driver's image carries it.
+  void WriteImageView(const std::string& digest, const std::string& flux) {
+    const std::string view = image_views_ + "/" + kView;
+    WriteText(view + "/share/flux-view/view.json",
+              std::string(R"({"name": ")") + kView + R"(", "digest": ")" +
+                  digest + R"("})");
+    WriteText(view + "/bin/flux", flux);
+    std::filesystem::permissions(view + "/bin/flux",
+                                 std::filesystem::perms::owner_all |
+                                     std::filesystem::perms::others_exec);
   }
 
   DriverProcess::Options DriverOptions() const override {
     DriverProcess::Options options = DriverTest::DriverOptions();
     options.extra_args = {"--views-dir=" + image_views_,
                           "--view-store-dir=" + store_};
+    options.env = {"VIEW_STAGING_DIR=" + staging_};
+    options.extra_args.insert(options.extra_args.end(), extra_args_.begin(),
+                              extra_args_.end());
+    options.hidden_syscalls = hidden_syscalls_;
     return options;
   }
 
-  std::string StoredCopy() const {
-    return store_ + "/" + kView + "@" + std::string(kDigest).substr(7, 16);
+  std::string StoredCopy(const std::string& digest = kDigest) const {
+    return store_ + "/" + kView + "@" + digest.substr(7, 16);
   }
 
   grpc::Status PublishView(const std::string& view = kView) {
     return client_->Publish(KubeletPublishRequest(pod_, {{"view", view}}));
   }
+  grpc::Status PublishViewOf(const KubeletPod& pod) {
+    return client_->Publish(KubeletPublishRequest(pod, {{"view", kView}}));
+  }
   grpc::Status Unpublish() {
     return client_->Unpublish(KubeletVolumeId(pod_), KubeletTargetPath(pod_));
+  }
+
+  // kubelet's side of the bind: the pods directory is shared (as on a real
+  // node), and a second mount namespace, kubelet's, receives the bind the
+  // driver makes. There, too, the view must be read-only, nosuid and nodev,
+  // and root must not write through it: a pod that mounts the view without
+  // readOnly gets kubelet's copy.
+  void ExpectSealedInKubeletsNamespace() {
+    ASSERT_EQ(
+        mount(nullptr, root_->path().c_str(), nullptr, MS_SHARED, nullptr), 0)
+        << strerror(errno);
+    const PeerMountNamespace kubelet;
+    ASSERT_GT(kubelet.pid(), 0) << "cannot make a second mount namespace";
+    const std::string target = KubeletTargetPath(pod_);
+    auto status = PublishView();
+    ASSERT_TRUE(status.ok()) << status.error_message() << log();
+    ASSERT_NO_FATAL_FAILURE(ExpectViewBound(target));
+    // The bind this pass claims to test: mount(2) from a sealed staging
+    // bind where tmpfs takes mount(2) or the kernel has no mount_setattr.
+    const bool staged = MountApiIsMount2() || !hidden_syscalls_.empty();
+    EXPECT_NE(log().find(staged ? "binding view volumes with mount(2)"
+                                : "binding view volumes with open_tree"),
+              std::string::npos)
+        << log();
+    const std::vector<MountEntry> there = kubelet.MountsUnder(target);
+    ASSERT_EQ(there.size(), 1u) << "the bind did not reach kubelet's namespace";
+    for (const char* flag : {"ro", "nosuid", "nodev"}) {
+      EXPECT_TRUE(HasToken(there[0].options, flag))
+          << flag << " not in kubelet's " << there[0].options;
+    }
+    errno = 0;
+    const int fd = open(kubelet.Path(target + "/intruder").c_str(),
+                        O_WRONLY | O_CREAT, 0600);
+    EXPECT_EQ(fd, -1) << "root wrote into the view in kubelet's namespace";
+    EXPECT_EQ(errno, EROFS) << strerror(errno);
+    if (fd >= 0) close(fd);
+    status = Unpublish();
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_TRUE(kubelet.MountsUnder(target).empty())
+        << "the unmount did not reach kubelet's namespace";
   }
 
   // One bind of the node's copy at `target`: ro, nosuid, nodev, the same
@@ -102,6 +165,19 @@ class ViewTest : public DriverTest {
 
   std::string image_views_;
   std::string store_;
+  std::string staging_;
+  std::vector<std::string> extra_args_;
+  std::vector<int> hidden_syscalls_;
+};
+
+// A kernel before 5.12: no mount_setattr, so no sealing of a detached
+// clone; the driver binds with mount(2) and must still seal every copy.
+class ViewOnOldKernelTest : public ViewTest {
+ protected:
+  void SetUp() override {
+    hidden_syscalls_ = {SYS_mount_setattr};
+    ViewTest::SetUp();
+  }
 };
 
 TEST_F(ViewTest, PublishBindsTheNodesCopyReadOnlyAndUnpublishRemovesIt) {
@@ -188,6 +264,104 @@ TEST_F(ViewTest, CertAndViewOfOnePodLiveSideBySide) {
                               KubeletTargetPath(cert_pod));
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_FALSE(PathExists(KubeletTargetPath(cert_pod)));
+}
+
+TEST_F(ViewTest, TheBindIsSealedInKubeletsNamespaceToo) {
+  ExpectSealedInKubeletsNamespace();
+}
+
+TEST_F(ViewOnOldKernelTest, TheBindIsSealedInKubeletsNamespaceToo) {
+  ExpectSealedInKubeletsNamespace();
+  EXPECT_NE(log().find("view volumes with mount(2)"), std::string::npos)
+      << log();
+}
+
+// kubelet mounts a volume read-write into containers unless the pod says
+// readOnly: a view, which every broker on the node runs, is refused so.
+TEST_F(ViewTest, ReadOnlyFalseIsRefused) {
+  auto request = KubeletPublishRequest(pod_, {{"view", kView}});
+  request.set_readonly(false);
+  const auto status = client_->Publish(request);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("readOnly: true"), std::string::npos)
+      << status.error_message();
+  EXPECT_FALSE(PathExists(KubeletTargetPath(pod_)));
+}
+
+// Each view volume is a mount in several namespaces: a pod gets one, and
+// views count against the node's cap with the certs.
+TEST_F(ViewTest, ASecondViewOfOnePodIsRefused) {
+  ASSERT_TRUE(PublishView().ok());
+  KubeletPod second = pod_;
+  second.volume_name = "flux-view-2";
+  KubeletPrepareParent(second);
+  const auto status = PublishViewOf(second);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("view volume"), std::string::npos)
+      << status.error_message();
+  EXPECT_FALSE(PathExists(KubeletTargetPath(second)));
+  // A retry of the first is no second view.
+  EXPECT_TRUE(PublishView().ok());
+  EXPECT_TRUE(Unpublish().ok());
+}
+
+class ViewNodeCapTest : public ViewTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--max-volumes-per-node=2"};
+    ViewTest::SetUp();
+  }
+};
+
+TEST_F(ViewNodeCapTest, ViewsCountAgainstTheNodeCapAcrossARestart) {
+  KubeletPod cert = pod_;
+  cert.volume_name = "curve";
+  KubeletPrepareParent(cert);
+  ASSERT_TRUE(
+      client_->Publish(KubeletPublishRequest(cert, {{"minicluster", "lammps"}}))
+          .ok());
+  ASSERT_TRUE(PublishView().ok()) << log();
+  KubeletPod other = pod_;
+  other.name = "lammps-1";
+  other.uid = "6f1c2d3e-0000-4000-8000-000000000002";
+  KubeletPrepareParent(other);
+  auto status = PublishViewOf(other);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("--max-volumes-per-node=2"),
+            std::string::npos)
+      << status.error_message();
+  // A restarted driver counts the binds it finds.
+  driver_->Kill9();
+  ASSERT_NO_FATAL_FAILURE(StartDriver());
+  EXPECT_EQ(PublishViewOf(other).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  ASSERT_TRUE(Unpublish().ok());
+  status = PublishViewOf(other);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(
+      client_->Unpublish(KubeletVolumeId(other), KubeletTargetPath(other))
+          .ok());
+  EXPECT_TRUE(
+      client_->Unpublish(KubeletVolumeId(cert), KubeletTargetPath(cert)).ok());
+}
+
+// An upgrade that changes the view's files makes a new copy; a running pod
+// keeps the copy it has, and kubelet's re-publish of it is fine.
+TEST_F(ViewTest, ARunningPodsOlderCopyIsRepublishedAfterAnUpgrade) {
+  const std::string target = KubeletTargetPath(pod_);
+  ASSERT_TRUE(PublishView().ok());
+  driver_->Kill9();
+  WriteImageView(kUpgradedDigest, "#!flux upgraded\n");
+  ASSERT_NO_FATAL_FAILURE(StartDriver());
+  ASSERT_TRUE(PathExists(StoredCopy(kUpgradedDigest))) << log();
+  const auto status = PublishView();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(MountCountAt(target), 1);
+  EXPECT_EQ(ReadFileOrEmpty(target + "/bin/flux"), "#!flux\n");
+  ASSERT_TRUE(Unpublish().ok());
+  EXPECT_FALSE(PathExists(target));
 }
 
 // A view bind at another pod's target is left alone, and a view is never

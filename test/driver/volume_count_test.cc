@@ -2,6 +2,7 @@
 #include "driver/volume_count.h"
 
 #include <gtest/gtest.h>
+#include <sys/sysmacros.h>
 
 #include <string>
 #include <vector>
@@ -102,6 +103,49 @@ TEST(VolumeCountTest, AReservationNotKeptIsGivenBack) {
   ASSERT_TRUE(next.has_value());
   next->Keep();
   EXPECT_EQ(count.GetStats().volumes, 1u);
+}
+
+// A pod's view does not use up its cert, nor a cert its view; both count
+// against the node.
+TEST(VolumeCountTest, OneViewPerPodBesideItsCertWithinTheNodeCap) {
+  VolumeCount count({.per_pod = 1, .per_node = 3});
+  count.Reserve(Target(kPod1), kPod1)->Keep();
+  auto view = count.Reserve(Target(kPod1, "view"), kPod1, VolumeKind::kView);
+  ASSERT_TRUE(view.has_value()) << view.error();
+  view->Keep();
+  auto second =
+      count.Reserve(Target(kPod1, "view-2"), kPod1, VolumeKind::kView);
+  ASSERT_FALSE(second.has_value());
+  EXPECT_NE(second.error().find("view volume"), std::string::npos)
+      << second.error();
+  count.Reserve(Target(kPod2, "view"), kPod2, VolumeKind::kView)->Keep();
+  auto past_node = count.Reserve(Target(kPod2), kPod2);
+  ASSERT_FALSE(past_node.has_value());
+  EXPECT_NE(past_node.error().find("--max-volumes-per-node=3"),
+            std::string::npos)
+      << past_node.error();
+  count.Forget(Target(kPod1, "view"));
+  EXPECT_EQ(count.GetStats().volumes, 2u);
+  EXPECT_EQ(count.GetStats().pods, 2u);
+  EXPECT_TRUE(count.Reserve(Target(kPod1, "view-2"), kPod1, VolumeKind::kView)
+                  .has_value());
+}
+
+// Binds of the view store's device at kubelet's targets, whatever their
+// source: the candidates for view volumes.
+TEST(MountsOfDevicesInTest, FindsMountsOfTheStoresDeviceAtKubeletsTargets) {
+  const std::string mountinfo =
+      "50 30 8:1 /store/flux@0123 " + Target(kPod1, "view") +
+      " ro,nosuid,nodev,relatime shared:9 - ext4 /dev/sda1 rw\n" +
+      "51 30 8:1 /store/flux@0123 " + Target(kPod1, "view") +
+      " ro,nosuid,nodev,relatime shared:9 - ext4 /dev/sda1 rw\n" +
+      "52 30 8:2 /other " + Target(kPod2, "view") +
+      " rw,relatime - ext4 /dev/sda2 rw\n" +
+      "53 30 8:1 /store/flux@0123 /mnt/elsewhere ro - ext4 /dev/sda1 rw\n";
+  const std::vector<MountedVolume> want = {
+      {Target(kPod1, "view"), kPod1, VolumeKind::kView}};
+  EXPECT_EQ(MountsOfDevicesIn(mountinfo, "/var/lib/kubelet", {makedev(8, 1)}),
+            want);
 }
 
 }  // namespace

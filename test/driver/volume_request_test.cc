@@ -434,6 +434,18 @@ TEST(ValidateViewPublishRequest, KeepsEveryKubeletCheck) {
   EXPECT_FALSE(ValidateViewPublishRequest(r).has_value());
 }
 
+// Unlike a cert's, whatever --require-readonly says: kubelet would mount the
+// node's one copy of Flux writable into the pod.
+TEST(ValidateViewPublishRequest, RefusesReadonlyFalse) {
+  auto r = ViewRequest("flux-core-0.88.0");
+  r.set_readonly(false);
+  auto spec = ValidateViewPublishRequest(r);
+  ASSERT_FALSE(spec.has_value());
+  EXPECT_EQ(spec.error().code, grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(spec.error().message.find("readOnly: true"), std::string::npos)
+      << spec.error().message;
+}
+
 TEST(ValidateViewPublishRequest, RefusesAnyOtherAttributeAndBadNames) {
   for (const char* key :
        {"minicluster", "generation", "owner", "key-id", "x"}) {

@@ -405,7 +405,21 @@ def test_controller_confined(work):
             a.clear()
             a.update(attributes)
 
-    with_view = variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0"}))
+    def view_in_place_of_cert(o):
+        # The rendered Job has its view volume already: a second would be
+        # volume-count.yaml's to refuse (one view per pod, issue 51), so the
+        # cert volume and its mounts go and the view stays.
+        spec = pod_spec(o)
+        certs = {v["name"] for v in spec["volumes"]
+                 if "minicluster" in v.get("csi", {}).get("volumeAttributes", {})}
+        spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in certs]
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            c["volumeMounts"] = [m for m in c.get("volumeMounts", []) if m["name"] not in certs]
+        if not any("view" in v.get("csi", {}).get("volumeAttributes", {}) for v in spec["volumes"]):
+            spec["volumes"].append({"name": "flux-view", "csi": {
+                "driver": DRIVER, "readOnly": True, "volumeAttributes": {"view": "flux-core-0.88.0"}}})
+
+    with_view = variant(view_in_place_of_cert)
 
     other = kubectl("create", "job", "plain", "-n", ns, f"--image={IMAGE}", "-o", "json",
                     "--dry-run=client").stdout
@@ -661,6 +675,21 @@ def test_volume_count(work):
             "driver": DRIVER, "readOnly": True, "volumeAttributes": {"view": VIEW}}})
         check_admitted(create(viewed, JOB_CONTROLLER, dry_run=True),
                        "the Job controller's pod with its cert and a view volume")
+        # A second view volume is refused (issue 51: each is a mount in
+        # several namespaces), by the policy as by the driver.
+        two_views = json.loads(json.dumps(viewed))
+        two_views["spec"]["volumes"].append({**two_views["spec"]["volumes"][-1], "name": "flux-view-2"})
+        r = create(two_views, JOB_CONTROLLER, dry_run=True)
+        err = r.stderr.strip()
+        check(r.returncode != 0, f"a pod with two view volumes was admitted: {r.stdout.strip()}")
+        check(f"ValidatingAdmissionPolicy '{COUNT_POLICY}'" in err, f"two views: not refused by {COUNT_POLICY}: {err}")
+        check("at most 1 curve.minicluster.dev view volume" in err and "this Pod has 2 view volumes" in err,
+              f"two views: the message does not say the cap and the count: {err}")
+        views_job = job("views", ns)
+        views_job["spec"]["template"]["spec"] = two_views["spec"]
+        r = as_controller(views_job)
+        check(r.returncode != 0 and "this Job has 2 view volumes" in r.stderr,
+              f"the controller's Job with two view volumes was not refused: {r.stderr.strip()}")
         viewed["spec"]["volumes"][-1]["csi"]["volumeAttributes"]["owner"] = "0"
         check_count_refused(create(viewed, JOB_CONTROLLER, dry_run=True), "Pod", two,
                             "a pod whose second cert volume also names a view")
@@ -902,7 +931,21 @@ def test_multikueue_worker(work):
             a.clear()
             a.update(attributes)
 
-    with_view = variant(lambda o: set_attributes(o, {"view": "flux-core-0.88.0"}))
+    def view_in_place_of_cert(o):
+        # The rendered Job has its view volume already: a second would be
+        # volume-count.yaml's to refuse (one view per pod, issue 51), so the
+        # cert volume and its mounts go and the view stays.
+        spec = pod_spec(o)
+        certs = {v["name"] for v in spec["volumes"]
+                 if "minicluster" in v.get("csi", {}).get("volumeAttributes", {})}
+        spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in certs]
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            c["volumeMounts"] = [m for m in c.get("volumeMounts", []) if m["name"] not in certs]
+        if not any("view" in v.get("csi", {}).get("volumeAttributes", {}) for v in spec["volumes"]):
+            spec["volumes"].append({"name": "flux-view", "csi": {
+                "driver": DRIVER, "readOnly": True, "volumeAttributes": {"view": "flux-core-0.88.0"}}})
+
+    with_view = variant(view_in_place_of_cert)
 
     # A MiniCluster lab in another namespace (a worker's own, say): there
     # the parameter policies find it and leave multikueue-sa's Jobs alone.

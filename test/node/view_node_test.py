@@ -21,13 +21,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_lib import (KUBELET_PODS, archive_name, driver_pod, image_archive,  # noqa: E402
-                      install)
+from node_lib import (KUBELET_PODS, NAMESPACE, archive_name, daemonset_ready,  # noqa: E402
+                      driver_pod, image_archive, install)
 import minicluster_node_test  # noqa: E402
 from minicluster_node_test import (index0_logs, minicluster, pods_of, ready_pods,  # noqa: E402
                                    state, wait_gone)
-from e2e_lib import (apply, check, check_eq, create_namespace, get, kubectl, log,  # noqa: E402
-                     main, wait_for)
+from e2e_lib import (apply, check, check_eq, create_namespace, get, items, kubectl,  # noqa: E402
+                     log, main, wait_for)
 
 APPS = ("app-busybox", "app-mpich", "app-openmpi", "app-openmpi-bullseye", "app-openmpi5",
         "app-python")
@@ -169,6 +169,68 @@ def test_busybox_persistent_and_driver_kill(work):
     check_eq([view_mounts(u) for u in uids], [[], [], []], "view mounts after deletion")
 
 
+def kubelet_mountinfo():
+    """kubelet's mount namespace's mountinfo: where a pod's volume comes
+    from, whatever namespace this test runs in."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+        except OSError:
+            continue
+        if os.path.basename(argv0) == b"kubelet":
+            return f"/proc/{pid}/mountinfo"
+    raise AssertionError("no kubelet process on the node")
+
+
+def set_driver_env(value):
+    """MOUNT_API on the DaemonSet ("" removes it), rolled out and Ready."""
+    kubectl("set", "env", "-n", NAMESPACE, "daemonset/flux-curve-csi-node",
+            f"MOUNT_API={value}" if value else "MOUNT_API-")
+    kubectl("rollout", "status", "-n", NAMESPACE, "daemonset/flux-curve-csi-node",
+            "--timeout=180s", timeout=200)
+    wait_for("the driver DaemonSet Ready on the node", daemonset_ready, timeout=180)
+
+
+def test_mount2_view_sealed_in_kubelets_namespace(work):
+    """Issue 51: with mount(2) (--mount-api=mount, what a kernel before 5.12
+    gets for views) the view bind is ro, nosuid, nodev in kubelet's mount
+    namespace, not only in the driver's; and a view volume without readOnly
+    is refused."""
+    ns, name = "view-mount2", "m2"
+    create_namespace(ns)
+    set_driver_env("mount")
+    try:
+        logs = kubectl("logs", "-n", NAMESPACE, driver_pod()["metadata"]["name"]).stdout
+        check("binding view volumes with mount(2)" in logs, f"the driver binds views with mount(2): {logs[-800:]}")
+        apply(minicluster(name, ns, 1, image=app("app-busybox")))
+        pods = wait_for(f"{name}: 1 pod Ready", lambda: ready_pods(name, ns, 1), timeout=180)
+        uid = pods[0]["metadata"]["uid"]
+        want = f"{KUBELET_PODS}/{uid}/volumes/kubernetes.io~csi/flux-view/mount"
+        with open(kubelet_mountinfo()) as f:
+            there = [l.split(" - ", 1)[0].split() for l in f]
+        there = [fields[5].split(",") for fields in there if fields[4] == want]
+        check_eq(len(there), 1, "the view's mounts in kubelet's namespace")
+        for flag in ("ro", "nosuid", "nodev"):
+            check(flag in there[0], f"{flag} in kubelet's view mount {there[0]}")
+        kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+        wait_gone(name, ns, [uid])
+        # A hand-made pod whose view volume lacks readOnly never mounts it.
+        apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rw-view", "namespace": ns},
+               "spec": {"containers": [{"name": "c", "image": app("app-busybox"),
+                                        "command": ["/bin/sleep", "600"],
+                                        "volumeMounts": [{"name": "flux-view", "mountPath": "/opt/flux"}]}],
+                        "volumes": [{"name": "flux-view", "csi": {
+                            "driver": "curve.minicluster.dev", "volumeAttributes": {"view": VIEW}}}]}})
+        event = wait_for("rw-view's FailedMount", lambda: next(
+            (e["message"] for e in items("events", ns) if e.get("reason") == "FailedMount"
+             and e.get("involvedObject", {}).get("name") == "rw-view"), None), timeout=120)
+        check("readonly must be true for a view volume" in event, f"rw-view's FailedMount: {event}")
+        kubectl("delete", "pod", "rw-view", "-n", ns, "--wait=true", timeout=120)
+    finally:
+        set_driver_env("")
+
+
 def check_one_world(out, name, size):
     """Every rank of one MPI_COMM_WORLD printed once, from each broker's host
     (singletons would print "rank 0 of 1" `size` times)."""
@@ -277,6 +339,7 @@ def test_nothing_left(work):
 
 
 if __name__ == "__main__":
-    main([test_busybox_ephemeral, test_busybox_persistent_and_driver_kill, test_mpi,
-          test_fluxion, test_applications_own_python, test_lifecycle_bench_smoke, test_nothing_left],
+    main([test_busybox_ephemeral, test_busybox_persistent_and_driver_kill,
+          test_mount2_view_sealed_in_kubelets_namespace, test_mpi, test_fluxion,
+          test_applications_own_python, test_lifecycle_bench_smoke, test_nothing_left],
          needs_controller=False, crd=False, node_images=all_images, setup=install)

@@ -1,11 +1,16 @@
 #include "driver_process.h"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -15,6 +20,29 @@
 #include "csi_client.h"
 
 namespace fcc::testing {
+
+namespace {
+
+// A seccomp program answering ENOSYS to each of `syscalls` and allowing
+// everything else. Built before fork: the child only installs it.
+std::vector<sock_filter> HideSyscallsProgram(const std::vector<int>& syscalls) {
+  std::vector<sock_filter> program = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr))};
+  for (const int nr : syscalls) {
+    program.push_back(
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 1));
+    program.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+  }
+  program.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  return program;
+}
+
+}  // namespace
+
+std::string DriverProcess::DefaultDriverBinary() {
+  const char* other = getenv("FCC_TEST_DRIVER_BINARY");
+  return other != nullptr && *other != '\0' ? other : FCC_DRIVER_BINARY;
+}
 
 DriverProcess::DriverProcess(Options options) : options_(std::move(options)) {}
 
@@ -39,6 +67,15 @@ pid_t DriverProcess::Spawn() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_strings = options_.env;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<sock_filter> filter =
+      HideSyscallsProgram(options_.hidden_syscalls);
+  const sock_fprog hide{static_cast<unsigned short>(filter.size()),
+                        filter.data()};
 
   const pid_t pid = fork();
   if (pid == 0) {
@@ -60,7 +97,12 @@ pid_t DriverProcess::Spawn() {
       if (fd < 0 || write(fd, "0", 1) != 1) _exit(125);
       close(fd);
     }
-    execv(argv[0], argv.data());
+    if (!options_.hidden_syscalls.empty() &&
+        (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &hide) != 0)) {
+      _exit(124);
+    }
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   return pid;

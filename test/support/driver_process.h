@@ -12,7 +12,9 @@ namespace fcc::testing {
 class DriverProcess {
  public:
   struct Options {
-    std::string binary = FCC_DRIVER_BINARY;
+    // FCC_TEST_DRIVER_BINARY in the environment names another build (an
+    // older one, to show what a new test catches there).
+    std::string binary = DefaultDriverBinary();
     std::string socket_path;
     std::string node_id = "node-a";
     std::string master_key_file;
@@ -25,7 +27,15 @@ class DriverProcess {
     // A cgroup.procs file the child joins before exec ("": the test's own
     // cgroup), so the driver's memory, tmpfs pages included, is charged there.
     std::string cgroup_procs;
+    // Syscall numbers the child answers ENOSYS to (a seccomp filter set
+    // before exec), as a kernel that lacks them does: e.g. SYS_mount_setattr
+    // plays a kernel before 5.12.
+    std::vector<int> hidden_syscalls;
+    // "NAME=value" added to the child's environment (a flag a driver of
+    // another build may not know is then ignored there, not refused).
+    std::vector<std::string> env;
   };
+  static std::string DefaultDriverBinary();
 
   explicit DriverProcess(Options options);
   ~DriverProcess();  // SIGKILL if still running

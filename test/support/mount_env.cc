@@ -1,9 +1,12 @@
 #include "mount_env.h"
 
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,9 +89,10 @@ std::string ScratchRoot::WriteMasterKey(const std::string& name,
   return file;
 }
 
-std::vector<MountEntry> MountsUnder(const std::string& prefix) {
+std::vector<MountEntry> MountsUnder(const std::string& prefix,
+                                    const std::string& mountinfo) {
   std::vector<MountEntry> out;
-  std::ifstream in("/proc/self/mountinfo");
+  std::ifstream in(mountinfo);
   std::string line;
   while (std::getline(in, line)) {
     // id parent major:minor root mount_point options [optional...] - type
@@ -117,6 +121,42 @@ int MountCountAt(const std::string& path) {
     if (m.mount_point == path) ++count;
   }
   return count;
+}
+
+PeerMountNamespace::PeerMountNamespace() {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return;
+  pid_ = fork();
+  if (pid_ == 0) {
+    // Only async-signal-safe calls: the test process has threads.
+    const char ok = unshare(CLONE_NEWNS) == 0 ? '1' : '0';
+    if (write(ready[1], &ok, 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char ok = '0';
+  if (pid_ > 0 && (read(ready[0], &ok, 1) != 1 || ok != '1')) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  close(ready[0]);
+}
+
+PeerMountNamespace::~PeerMountNamespace() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+std::vector<MountEntry> PeerMountNamespace::MountsUnder(
+    const std::string& prefix) const {
+  return fcc::testing::MountsUnder(
+      prefix, "/proc/" + std::to_string(pid_) + "/mountinfo");
+}
+
+std::string PeerMountNamespace::Path(const std::string& path) const {
+  return "/proc/" + std::to_string(pid_) + "/root" + path;
 }
 
 bool KernelAtLeast(int major, int minor) {

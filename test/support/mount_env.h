@@ -3,6 +3,8 @@
 // keys never reach a disk.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -57,10 +59,34 @@ struct MountEntry {
   std::string super_options;  // superblock options (size=..,mode=..)
 };
 
-// Mounts from /proc/self/mountinfo whose mount point is `prefix` or below.
-std::vector<MountEntry> MountsUnder(const std::string& prefix);
+// Mounts from /proc/self/mountinfo (or another process's, as `mountinfo`)
+// whose mount point is `prefix` or below.
+std::vector<MountEntry> MountsUnder(
+    const std::string& prefix,
+    const std::string& mountinfo = "/proc/self/mountinfo");
 // How many mounts are stacked exactly at `path`.
 int MountCountAt(const std::string& path);
+// Another mount namespace that receives what propagates from this one, as
+// kubelet's receives the driver's binds under the (shared) pods directory: a
+// child that unshared its mounts (shared mounts stay peers) and waits until
+// destroyed. Make the mounts to watch shared before creating it.
+class PeerMountNamespace {
+ public:
+  PeerMountNamespace();  // pid() <= 0 if the child could not be made
+  ~PeerMountNamespace();
+  PeerMountNamespace(const PeerMountNamespace&) = delete;
+  PeerMountNamespace& operator=(const PeerMountNamespace&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Its mounts at `prefix` or below.
+  std::vector<MountEntry> MountsUnder(const std::string& prefix) const;
+  // `path` as the namespace sees it (through /proc/<pid>/root).
+  std::string Path(const std::string& path) const;
+
+ private:
+  pid_t pid_ = -1;
+};
+
 // Whether the running kernel is at least major.minor (uname's release).
 bool KernelAtLeast(int major, int minor);
 
