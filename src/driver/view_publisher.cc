@@ -31,6 +31,14 @@ Status Internal(std::string_view step, const std::string& target,
 }  // namespace
 
 Status ViewNotServed(std::string_view view, const ViewCatalog& catalog) {
+  if (const ViewFailure* failure = catalog.FindFailure(view)) {
+    return Status(
+        StatusCode::FAILED_PRECONDITION,
+        fmt::format("volumeAttributes.view {:?}: the driver could not install "
+                    "view {} on this node: {}. Fix that and restart the "
+                    "driver's pod on this node (docs/admin/errors.md)",
+                    view, view, failure->cause));
+  }
   return Status(
       StatusCode::NOT_FOUND,
       fmt::format("volumeAttributes.view {:?} is not served on this node; it "
