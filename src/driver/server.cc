@@ -389,14 +389,19 @@ int Serve(const ServeOptions& options) {
     spdlog::error("{}", adopted.error());
     return 1;
   }
-  auto views = InstallViews(options.views_dir, options.view_store_dir);
-  if (!views) {
-    spdlog::error("refusing to serve: Flux views: {}", views.error());
-    return 1;
+  // A view that cannot be installed costs that view only: certs are served
+  // and its publishes name the cause (docs/admin/errors.md).
+  const ViewCatalog views =
+      InstallViews(options.views_dir, options.view_store_dir);
+  for (const ViewFailure& failure : views.failures()) {
+    spdlog::error(
+        "Flux views unavailable: view {}: {}; certs are served, and publishes "
+        "of this view fail until a driver restart finds the cause fixed",
+        failure.name, failure.cause);
   }
   spdlog::info("serving Flux views: {} (from {}, node copy in {})",
-               views->ServedNames(), options.views_dir, options.view_store_dir);
-  ViewPublisher view_publisher(*host_fs, *views, publisher.count(),
+               views.ServedNames(), options.views_dir, options.view_store_dir);
+  ViewPublisher view_publisher(*host_fs, views, publisher.count(),
                                {.api = ChooseViewBindApi(*host_fs, options),
                                 .staging_dir = options.view_staging_dir});
   if (auto adopted =

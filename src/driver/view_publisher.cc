@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/unique_fd.h"
+#include "driver/mountinfo.h"
 
 namespace fcc::driver {
 namespace {
@@ -50,6 +51,14 @@ std::error_code MakePrivateMount(HostFs& fs, const std::string& dir) {
 }  // namespace
 
 Status ViewNotServed(std::string_view view, const ViewCatalog& catalog) {
+  if (const ViewFailure* failure = catalog.FindFailure(view)) {
+    return Status(
+        StatusCode::FAILED_PRECONDITION,
+        fmt::format("volumeAttributes.view {:?}: the driver could not install "
+                    "view {} on this node: {}. Fix that and restart the "
+                    "driver's pod on this node (docs/admin/errors.md)",
+                    view, view, failure->cause));
+  }
   return Status(
       StatusCode::NOT_FOUND,
       fmt::format("volumeAttributes.view {:?} is not served on this node; it "
@@ -292,7 +301,7 @@ std::expected<size_t, std::string> ViewPublisher::AdoptMounted(
     devices.push_back(copy.root.dev);
   }
   if (devices.empty()) return 0;
-  auto mountinfo = ReadSelfMountInfo();
+  auto mountinfo = ReadMountInfo();
   if (!mountinfo) return std::unexpected(mountinfo.error());
   std::vector<MountedVolume> binds;
   for (MountedVolume& candidate :

@@ -89,7 +89,8 @@ class ViewPublisher {
   bool staging_private_ = false;
 };
 
-// NOT_FOUND for a view `catalog` does not serve: what it serves and the fix.
+// NOT_FOUND for a view `catalog` does not serve: what it serves and the fix;
+// FAILED_PRECONDITION for one it could not install, naming the cause.
 grpc::Status ViewNotServed(std::string_view view, const ViewCatalog& catalog);
 
 // The kernel side of kDetached: a clone of `source` made read-only, nosuid

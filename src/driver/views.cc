@@ -1,18 +1,18 @@
 #include "driver/views.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/file.h"
 #include "common/names.h"
 #include "common/volume_contract.h"
+#include "driver/view_store.h"
 
 namespace fcc::driver {
 namespace {
@@ -23,7 +23,6 @@ constexpr std::string_view kDigestPrefix = "sha256:";
 constexpr size_t kDigestHexDigits = 64;
 constexpr size_t kStoredDigestDigits = 16;
 constexpr size_t kMaxManifestBytes = size_t{64} * 1024;
-constexpr std::string_view kTmpPrefix = ".tmp-";
 
 bool IsLowerHex(std::string_view s) {
   return std::ranges::all_of(s, [](char c) {
@@ -31,78 +30,54 @@ bool IsLowerHex(std::string_view s) {
   });
 }
 
-// Copies `from` to `to` (which must not exist) through a temporary sibling,
-// so `to` is either the whole tree or absent.
-std::expected<void, std::string> CopyTreeAtomically(const fs::path& from,
-                                                    const fs::path& to) {
-  const fs::path tmp =
-      to.parent_path() / (std::string(kTmpPrefix) + to.filename().string());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::copy(from, tmp,
-           fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-  if (!ec) fs::permissions(tmp, fs::status(from).permissions(), ec);
-  if (!ec) fs::rename(tmp, to, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    return std::unexpected(fmt::format("copying {} to {}: {}", from.string(),
-                                       to.string(), ec.message()));
-  }
-  return {};
-}
-
-// One view of the image, copied into the store if it is not there yet.
+// One view of the image, installed in the store. The error names the cause
+// (the view's name is the failure's).
 std::expected<View, std::string> InstallView(const fs::path& source,
-                                             const fs::path& store) {
-  const std::string name = source.filename().string();
+                                             ViewStore& store) {
   const fs::path manifest = source / std::string(common::kViewManifest);
   auto text = common::ReadTextFile(manifest.string(), kMaxManifestBytes);
   if (!text) {
-    return std::unexpected(fmt::format("view {}: reading {}: {}", name,
-                                       manifest.string(), text.error()));
+    return std::unexpected(
+        fmt::format("reading {}: {}", manifest.string(), text.error()));
   }
+  const std::string name = source.filename().string();
   auto digest = CheckViewManifest(name, *text);
-  if (!digest) {
-    return std::unexpected(fmt::format("view {}: {}", name, digest.error()));
-  }
-  const fs::path stored = store / StoredViewName(name, *digest);
-  std::error_code ec;
-  if (!fs::is_directory(stored, ec)) {
-    const auto started = std::chrono::steady_clock::now();
-    if (auto copied = CopyTreeAtomically(source, stored); !copied) {
-      return std::unexpected(fmt::format("view {}: {}", name, copied.error()));
-    }
-    spdlog::info("view {} ({}) copied to {} in {} ms", name, *digest,
-                 stored.string(),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::steady_clock::now() - started)
-                     .count());
-  }
-  auto root = IdentifyPath(stored.string());
+  if (!digest) return std::unexpected(digest.error());
+  auto stored = store.Install(source, StoredViewName(name, *digest), *digest);
+  if (!stored) return std::unexpected(stored.error());
+  auto root = IdentifyPath(*stored);
   if (!root) {
-    return std::unexpected(fmt::format(
-        "view {}: stat {}: {}", name, stored.string(), root.error().message()));
+    return std::unexpected(
+        fmt::format("stat {}: {}", *stored, root.error().message()));
   }
-  return View{name, std::move(*digest), stored.string(), *root};
+  return View{name, std::move(*digest), std::move(*stored), *root};
 }
 
-// Every view copy in the store, by identity (temporary copies left by a
-// killed driver are removed: nothing can have mounted them).
+// The image's views: <source_dir>/<name>/, sorted.
+std::vector<fs::path> SourceViews(const std::string& source_dir) {
+  std::vector<fs::path> sources;
+  std::error_code ec;
+  if (source_dir.empty()) return sources;
+  for (const auto& entry : fs::directory_iterator(source_dir, ec)) {
+    if (entry.is_directory()) sources.push_back(entry.path());
+  }
+  std::ranges::sort(sources);
+  return sources;
+}
+
+// Every directory in the store (copies, and temporaries a pod may still
+// mount), by identity, so that unpublish recognises their binds; a copy's
+// view name (before the '@'), so that re-publish accepts any of its copies.
 std::vector<StoredView> StoredViews(const fs::path& store) {
   std::vector<StoredView> stored;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(store, ec)) {
+    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
     const std::string file = entry.path().filename().string();
-    if (file.starts_with(kTmpPrefix)) {
-      std::error_code ignored;
-      fs::remove_all(entry.path(), ignored);
-      continue;
-    }
     const size_t at = file.find('@');
-    if (at == std::string::npos) continue;
     if (auto id = IdentifyPath(entry.path().string())) {
-      stored.push_back({file.substr(0, at), *id});
+      stored.push_back(
+          {at == std::string::npos ? std::string() : file.substr(0, at), *id});
     }
   }
   return stored;
@@ -121,6 +96,11 @@ std::expected<FileId, std::error_code> IdentifyPath(const std::string& path) {
 const View* ViewCatalog::Find(std::string_view name) const {
   auto it = std::ranges::find(served_, name, &View::name);
   return it == served_.end() ? nullptr : &*it;
+}
+
+const ViewFailure* ViewCatalog::FindFailure(std::string_view name) const {
+  auto it = std::ranges::find(failures_, name, &ViewFailure::name);
+  return it == failures_.end() ? nullptr : &*it;
 }
 
 std::string ViewCatalog::ServedNames() const {
@@ -170,30 +150,37 @@ std::string StoredViewName(const std::string& name, const std::string& digest) {
   return name + "@" + digest.substr(kDigestPrefix.size(), kStoredDigestDigits);
 }
 
-std::expected<ViewCatalog, std::string> InstallViews(
-    const std::string& source_dir, const std::string& store_dir) {
+ViewCatalog InstallViews(const std::string& source_dir,
+                         const std::string& store_dir) {
+  const std::vector<fs::path> sources = SourceViews(source_dir);
   std::error_code ec;
+  if (sources.empty() && !fs::is_directory(store_dir, ec)) return {};
   std::vector<View> served;
-  if (!source_dir.empty() && fs::is_directory(source_dir, ec)) {
-    fs::create_directories(store_dir, ec);
-    if (ec) {
-      return std::unexpected(fmt::format(
-          "cannot create --view-store-dir {}: {}", store_dir, ec.message()));
+  std::vector<ViewFailure> failures;
+  std::vector<common::UniqueFd> holds;
+  auto store = ViewStore::Lock(store_dir);
+  for (const fs::path& source : sources) {
+    const std::string name = source.filename().string();
+    auto view =
+        store ? InstallView(source, *store) : std::unexpected(store.error());
+    auto hold =
+        view ? ViewStore::Hold(view->path) : std::unexpected(view.error());
+    if (!hold) {
+      failures.push_back({name, hold.error()});
+      continue;
     }
-    std::vector<fs::path> sources;
-    for (const auto& entry : fs::directory_iterator(source_dir, ec)) {
-      if (entry.is_directory()) sources.push_back(entry.path());
-    }
-    std::ranges::sort(sources);
-    for (const fs::path& source : sources) {
-      auto view = InstallView(source, store_dir);
-      if (!view) return std::unexpected(view.error());
-      served.push_back(std::move(*view));
-    }
+    holds.push_back(std::move(*hold));
+    served.push_back(std::move(*view));
   }
-  std::vector<StoredView> stored;
-  if (fs::is_directory(store_dir, ec)) stored = StoredViews(store_dir);
-  return ViewCatalog(std::move(served), std::move(stored));
+  if (store) {
+    std::set<std::string> keep;
+    for (const View& view : served) {
+      keep.insert(fs::path(view.path).filename().string());
+    }
+    store->Collect(keep);
+  }
+  return ViewCatalog(std::move(served), StoredViews(store_dir),
+                     std::move(failures), std::move(holds));
 }
 
 }  // namespace fcc::driver

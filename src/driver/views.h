@@ -13,6 +13,8 @@
 #include <system_error>
 #include <vector>
 
+#include "common/unique_fd.h"
+
 namespace fcc::driver {
 
 // A file's identity: how a mount of a view is told from any other mount.
@@ -37,15 +39,31 @@ struct StoredView {
   FileId root;
 };
 
-// The views this driver serves, and every copy in the store (older
-// releases' too), whose mounts unpublish must still recognise.
+// A view of the image that could not be installed, and why: its publishes
+// fail naming the cause, while certs are served as ever.
+struct ViewFailure {
+  std::string name;
+  std::string cause;
+};
+
+// The views this driver serves, those it could not install, and every copy
+// in the store (older releases' too), whose mounts unpublish must still
+// recognise. Holds a shared lock on each served copy (view_store.h) for as
+// long as it lives, so no other driver removes one.
 class ViewCatalog {
  public:
   ViewCatalog() = default;
-  ViewCatalog(std::vector<View> served, std::vector<StoredView> stored)
-      : served_(std::move(served)), stored_(std::move(stored)) {}
+  ViewCatalog(std::vector<View> served, std::vector<StoredView> stored,
+              std::vector<ViewFailure> failures = {},
+              std::vector<common::UniqueFd> holds = {})
+      : served_(std::move(served)),
+        stored_(std::move(stored)),
+        failures_(std::move(failures)),
+        holds_(std::move(holds)) {}
 
   const View* Find(std::string_view name) const;
+  // Why `name` could not be installed, if it could not.
+  const ViewFailure* FindFailure(std::string_view name) const;
   // "flux-core-0.88.0, ..." or "none", for error messages.
   std::string ServedNames() const;
   bool IsViewRoot(const FileId& id) const;
@@ -54,10 +72,13 @@ class ViewCatalog {
   bool IsCopyOf(std::string_view name, const FileId& id) const;
   const std::vector<View>& served() const { return served_; }
   const std::vector<StoredView>& stored() const { return stored_; }
+  const std::vector<ViewFailure>& failures() const { return failures_; }
 
  private:
   std::vector<View> served_;
   std::vector<StoredView> stored_;
+  std::vector<ViewFailure> failures_;
+  std::vector<common::UniqueFd> holds_;
 };
 
 // Checks a view's manifest (share/flux-view/view.json, parsed) against the
@@ -71,11 +92,13 @@ std::expected<std::string, std::string> CheckViewManifest(
 // it.
 std::string StoredViewName(const std::string& name, const std::string& digest);
 
-// Reads every <source_dir>/<name>/ (a view and its manifest), copies those
-// missing from `store_dir` there (complete or not at all: copied under a
-// temporary name, then renamed), and returns what is served. A missing or
-// empty source_dir serves no views. An error names the view and the cause.
-std::expected<ViewCatalog, std::string> InstallViews(
-    const std::string& source_dir, const std::string& store_dir);
+// Reads every <source_dir>/<name>/ (a view and its manifest), installs each
+// in the store at `store_dir` (view_store.h: locked, verified against the
+// manifest's digest, complete or not at all), removes the store's copies
+// that nothing serves or mounts, and returns what is served. A missing or
+// empty source_dir serves no views. A view that cannot be installed is a
+// failure in the catalog naming the cause, never an error of the driver.
+ViewCatalog InstallViews(const std::string& source_dir,
+                         const std::string& store_dir);
 
 }  // namespace fcc::driver

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/volume_contract.h"
+#include "driver/mountinfo.h"
 #include "driver/volume_request.h"
 
 namespace fcc::driver {
@@ -22,28 +23,6 @@ namespace {
 // Publisher gives every volume's tmpfs exactly this many inodes; tmpfs
 // shows a non-default nr_inodes among the superblock options.
 constexpr std::string_view kVolumeInodesOption = "nr_inodes=8";
-
-bool IsOctal(std::string_view digits) {
-  return std::ranges::all_of(digits,
-                             [](char c) { return c >= '0' && c <= '7'; });
-}
-
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && IsOctal(s.substr(i + 1, 3))) {
-      const int value =
-          (s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0');
-      out.push_back(static_cast<char>(value));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 bool HasToken(std::string_view comma_list, std::string_view token) {
   while (!comma_list.empty()) {
@@ -55,38 +34,6 @@ bool HasToken(std::string_view comma_list, std::string_view token) {
   return false;
 }
 
-// "36 35 98:0 / /mnt rw,noatime master:1 - tmpfs source rw,size=16k": the
-// mount point, and the three fields after the "-" separator.
-struct MountLine {
-  dev_t device = 0;  // major:minor
-  std::string mount_point;
-  std::string fs_type;
-  std::string source;
-  std::string super_options;
-};
-
-std::optional<MountLine> ParseMountLine(const std::string& line) {
-  std::istringstream in(line);
-  std::string id, parent, device, root, mount_point, field;
-  if (!(in >> id >> parent >> device >> root >> mount_point)) {
-    return std::nullopt;
-  }
-  while (in >> field && field != "-") {
-  }
-  MountLine parsed;
-  parsed.mount_point = Unescape(mount_point);
-  unsigned major_number = 0;
-  unsigned minor_number = 0;
-  if (std::sscanf(device.c_str(), "%u:%u", &major_number, &minor_number) == 2) {
-    parsed.device = makedev(major_number, minor_number);
-  }
-  if (!(in >> parsed.fs_type >> parsed.source >> parsed.super_options)) {
-    return std::nullopt;
-  }
-  parsed.source = Unescape(parsed.source);
-  return parsed;
-}
-
 }  // namespace
 
 std::vector<MountedVolume> DriverVolumesIn(std::string_view mountinfo,
@@ -95,7 +42,7 @@ std::vector<MountedVolume> DriverVolumesIn(std::string_view mountinfo,
   std::unordered_set<std::string> seen;
   std::istringstream lines{std::string(mountinfo)};
   for (std::string line; std::getline(lines, line);) {
-    const auto mount = ParseMountLine(line);
+    const auto mount = ParseMountInfoLine(line);
     if (!mount || mount->fs_type != "tmpfs" ||
         mount->source != common::kDriverName ||
         !HasToken(mount->super_options, kVolumeInodesOption)) {
@@ -115,8 +62,14 @@ std::vector<MountedVolume> MountsOfDevicesIn(
   std::unordered_set<std::string> seen;
   std::istringstream lines{std::string(mountinfo)};
   for (std::string line; std::getline(lines, line);) {
-    const auto mount = ParseMountLine(line);
-    if (!mount || std::ranges::find(devices, mount->device) == devices.end()) {
+    const auto mount = ParseMountInfoLine(line);
+    unsigned major_number = 0;
+    unsigned minor_number = 0;
+    if (!mount ||
+        std::sscanf(mount->device.c_str(), "%u:%u", &major_number,
+                    &minor_number) != 2 ||
+        std::ranges::find(devices, makedev(major_number, minor_number)) ==
+            devices.end()) {
       continue;
     }
     auto pod_uid = PodUidOfKubeletTarget(mount->mount_point, kubelet_dir);
@@ -127,22 +80,11 @@ std::vector<MountedVolume> MountsOfDevicesIn(
   return volumes;
 }
 
-std::expected<std::string, std::string> ReadSelfMountInfo() {
-  constexpr const char* kMountInfo = "/proc/self/mountinfo";
-  std::ifstream in(kMountInfo);
-  std::stringstream text;
-  if (!in || !(text << in.rdbuf())) {
-    return std::unexpected(
-        fmt::format("cannot read {}: {}", kMountInfo, std::strerror(errno)));
-  }
-  return std::move(text).str();
-}
-
 std::expected<std::vector<MountedVolume>, std::string> ScanDriverVolumes(
     std::string_view kubelet_dir) {
-  auto text = ReadSelfMountInfo();
-  if (!text) return std::unexpected(text.error());
-  return DriverVolumesIn(*text, kubelet_dir);
+  auto mountinfo = ReadMountInfo();
+  if (!mountinfo) return std::unexpected(mountinfo.error());
+  return DriverVolumesIn(*mountinfo, kubelet_dir);
 }
 
 void VolumeCount::CountLocked(const std::string& target,

@@ -53,8 +53,6 @@ std::vector<MountedVolume> DriverVolumesIn(std::string_view mountinfo,
 // could not be read.
 std::expected<std::vector<MountedVolume>, std::string> ScanDriverVolumes(
     std::string_view kubelet_dir);
-// The text of /proc/self/mountinfo, or why it could not be read.
-std::expected<std::string, std::string> ReadSelfMountInfo();
 // Mounts in `mountinfo` at a target in kubelet's layout whose device
 // (major:minor) is one of `devices`, as view volumes: the candidates for
 // binds of the view store's copies, which the caller confirms by identity

@@ -5,35 +5,29 @@
 // real brokers in the node tests (test/node/view_node_test.py).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "csi_client.h"
+#include "driver/views.h"
 #include "driver_process.h"
 #include "driver_test_env.h"
 #include "mount_env.h"
+#include "test_view.h"
 
 namespace fcc::testing {
 namespace {
 
 constexpr char kView[] = "flux-core-0.88.0";
-constexpr char kDigest[] =
-    "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-// The same view after an upgrade of the driver's image changed its files.
-constexpr char kUpgradedDigest[] =
-    "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
-
-void WriteText(const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(
-      std::filesystem::path(path).parent_path());
-  std::ofstream(path) << text;
-}
 
 class ViewTest : public DriverTest {
  protected:
@@ -43,7 +37,9 @@ class ViewTest : public DriverTest {
     image_views_ = ScratchPath("image-views");
     store_ = ScratchPath("store");
     staging_ = ScratchPath("staging");
-    WriteImageView(kDigest, "#!flux\n");
+    digest_ = MakeTestView(image_views_, kView);
+    ASSERT_TRUE(digest_.starts_with("sha256:")) << "check-view: " << digest_;
+    ASSERT_NO_FATAL_FAILURE(PrepareViews());
     DriverTest::SetUp();
     pod_.volume_name = "flux-view";
     KubeletPrepareParent(pod_);
@@ -54,6 +50,9 @@ class ViewTest : public DriverTest {
     return std::filesystem::temp_directory_path().string() + "/fcc-view-" +
            std::to_string(getpid()) + "-" + name;
   }
+  // Changes the image's views or the store before the driver starts.
+  virtual void PrepareViews() {}
+
   void TearDown() override {
     DriverTest::TearDown();
     // The staging binds outlive the driver in this (the test's) namespace.
@@ -64,18 +63,6 @@ class ViewTest : public DriverTest {
     std::filesystem::remove_all(image_views_);
     std::filesystem::remove_all(store_);
     std::filesystem::remove_all(staging_);
-  }
-
-  // The view as the driver's image carries it.
-  void WriteImageView(const std::string& digest, const std::string& flux) {
-    const std::string view = image_views_ + "/" + kView;
-    WriteText(view + "/share/flux-view/view.json",
-              std::string(R"({"name": ")") + kView + R"(", "digest": ")" +
-                  digest + R"("})");
-    WriteText(view + "/bin/flux", flux);
-    std::filesystem::permissions(view + "/bin/flux",
-                                 std::filesystem::perms::owner_all |
-                                     std::filesystem::perms::others_exec);
   }
 
   DriverProcess::Options DriverOptions() const override {
@@ -89,8 +76,8 @@ class ViewTest : public DriverTest {
     return options;
   }
 
-  std::string StoredCopy(const std::string& digest = kDigest) const {
-    return store_ + "/" + kView + "@" + digest.substr(7, 16);
+  std::string StoredCopy(const std::string& digest = "") const {
+    return store_ + "/" + StoredName(kView, digest.empty() ? digest_ : digest);
   }
 
   grpc::Status PublishView(const std::string& view = kView) {
@@ -168,6 +155,7 @@ class ViewTest : public DriverTest {
   std::string staging_;
   std::vector<std::string> extra_args_;
   std::vector<int> hidden_syscalls_;
+  std::string digest_;
 };
 
 // A kernel before 5.12: no mount_setattr, so no sealing of a detached
@@ -353,9 +341,10 @@ TEST_F(ViewTest, ARunningPodsOlderCopyIsRepublishedAfterAnUpgrade) {
   const std::string target = KubeletTargetPath(pod_);
   ASSERT_TRUE(PublishView().ok());
   driver_->Kill9();
-  WriteImageView(kUpgradedDigest, "#!flux upgraded\n");
+  const std::string upgraded =
+      MakeTestView(image_views_, kView, "#!flux upgraded\n");
   ASSERT_NO_FATAL_FAILURE(StartDriver());
-  ASSERT_TRUE(PathExists(StoredCopy(kUpgradedDigest))) << log();
+  ASSERT_TRUE(PathExists(StoredCopy(upgraded))) << log();
   const auto status = PublishView();
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(MountCountAt(target), 1);
@@ -378,6 +367,160 @@ TEST_F(ViewTest, AForeignMountAtTheTargetIsNotReplaced) {
   EXPECT_EQ(MountsUnder(target).at(0).source, "fcc-test-foreign");
   EXPECT_EQ(Unpublish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   ASSERT_EQ(umount(target.c_str()), 0);
+}
+
+// A view that cannot be installed (here the store is a file: as good as a
+// full /var or a read-only one) costs the views only. The driver serves
+// certs, publish and unpublish, and a view publish names the cause.
+class UninstallableViewTest : public ViewTest {
+ protected:
+  void PrepareViews() override { WriteText(store_, "not a directory\n"); }
+};
+
+TEST_F(UninstallableViewTest, CertsAreServedAndAViewPublishNamesTheCause) {
+  KubeletPod cert_pod = pod_;
+  cert_pod.volume_name = "curve";
+  KubeletPrepareParent(cert_pod);
+  auto status = client_->Publish(
+      KubeletPublishRequest(cert_pod, {{"minicluster", "lammps"}}));
+  ASSERT_TRUE(status.ok()) << status.error_message() << log();
+
+  status = PublishView();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << status.error_message();
+  const std::string& message = status.error_message();
+  EXPECT_NE(message.find(std::string("view ") + kView), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("cannot create --view-store-dir " + store_),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(PathExists(KubeletTargetPath(pod_)));
+  EXPECT_NE(log().find("Flux views unavailable"), std::string::npos) << log();
+
+  status = client_->Unpublish(KubeletVolumeId(cert_pod),
+                              KubeletTargetPath(cert_pod));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(PathExists(KubeletTargetPath(cert_pod)));
+}
+
+// The image's view does not match its own manifest (a damaged layer, a file
+// changed after the build): it is never copied or served.
+class MismatchedViewTest : public ViewTest {
+ protected:
+  void PrepareViews() override {
+    WriteText(image_views_ + "/" + kView + "/bin/flux", "#!changed\n");
+  }
+};
+
+TEST_F(MismatchedViewTest, AViewWhoseFilesDoNotMatchItsDigestIsNotServed) {
+  const auto status = PublishView();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("do not match the manifest's digest " +
+                                        digest_),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_FALSE(PathExists(KubeletTargetPath(pod_)));
+  EXPECT_FALSE(PathExists(StoredCopy()));
+}
+
+// The store as earlier drivers left it: an older release's copy no pod
+// mounts, one a pod still mounts, a killed copy's temporary, and a copy of
+// the served view that is damaged (a crash before its data reached disk).
+class ViewStoreTest : public ViewTest {
+ protected:
+  void PrepareViews() override {
+    unmounted_ = store_ + "/flux-core-0.87.0@0123456789abcdef";
+    mounted_ = store_ + "/flux-core-0.86.0@fedcba9876543210";
+    temporary_ = store_ + "/.tmp-" + StoredName(kView, digest_);
+    WriteText(unmounted_ + "/bin/flux", "#!0.87\n");
+    WriteText(mounted_ + "/bin/flux", "#!0.86\n");
+    WriteText(temporary_ + "/bin/flux", "#!half");
+    WriteText(StoredCopy() + "/bin/flux", std::string(7, '\0'));
+    // A pod's bind of the 0.86 copy, where kubelet would have it.
+    pod_mount_ = ScratchPath("pod-mount");
+    std::filesystem::create_directories(pod_mount_);
+    ASSERT_EQ(
+        mount(mounted_.c_str(), pod_mount_.c_str(), nullptr, MS_BIND, nullptr),
+        0)
+        << strerror(errno);
+  }
+  void TearDown() override {
+    umount2(pod_mount_.c_str(), MNT_DETACH);
+    ViewTest::TearDown();
+    std::filesystem::remove_all(pod_mount_);
+  }
+
+  std::string unmounted_, mounted_, temporary_, pod_mount_;
+};
+
+TEST_F(ViewStoreTest, CopiesNeitherServedNorMountedAreRemoved) {
+  EXPECT_FALSE(PathExists(unmounted_)) << log();
+  EXPECT_FALSE(PathExists(temporary_)) << log();
+  EXPECT_EQ(ReadFileOrEmpty(mounted_ + "/bin/flux"), "#!0.86\n");
+  EXPECT_EQ(ReadFileOrEmpty(pod_mount_ + "/bin/flux"), "#!0.86\n");
+  // Once no pod mounts it, the next driver removes it.
+  ASSERT_EQ(umount(pod_mount_.c_str()), 0);
+  driver_->Kill9();
+  ASSERT_NO_FATAL_FAILURE(StartDriver());
+  EXPECT_FALSE(PathExists(mounted_)) << log();
+  EXPECT_TRUE(PathExists(StoredCopy() + "/bin/flux"));
+}
+
+TEST_F(ViewStoreTest, ADamagedCopyIsReplacedByAVerifiedOne) {
+  EXPECT_EQ(ReadFileOrEmpty(StoredCopy() + "/bin/flux"), "#!flux\n") << log();
+  EXPECT_EQ(ReadFileOrEmpty(StoredCopy() + ".verified"), digest_ + "\n");
+  const auto status = PublishView();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_NO_FATAL_FAILURE(ExpectViewBound(KubeletTargetPath(pod_)));
+  ASSERT_TRUE(Unpublish().ok());
+}
+
+// Two drivers sharing a store (a rolling update's overlap, a double
+// install) take turns: an install waits for the store's lock, so neither
+// can remove or rename what the other is writing.
+TEST(ViewStoreLockTest, AnInstallWaitsForTheStoresLock) {
+  const std::string scratch = std::filesystem::temp_directory_path().string() +
+                              "/fcc-view-lock-" + std::to_string(getpid());
+  const std::string views = scratch + "/views", store = scratch + "/store";
+  const std::string digest = MakeTestView(views, kView);
+  ASSERT_TRUE(digest.starts_with("sha256:")) << digest;
+  std::filesystem::create_directories(store);
+  const std::string lock_path = store + "/.lock";
+  const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock, 0) << strerror(errno);
+  ASSERT_EQ(flock(lock, LOCK_EX), 0);
+  struct stat lock_stat{};
+  ASSERT_EQ(fstat(lock, &lock_stat), 0);
+
+  std::atomic<bool> done = false;
+  std::thread install([&] {
+    auto installed = driver::InstallViews(views, store);
+    done = true;
+  });
+  // The other installer is seen waiting in /proc/locks ("-> FLOCK ... WRITE
+  // pid maj:min:inode"), or it finished without waiting.
+  const std::string inode = ":" + std::to_string(lock_stat.st_ino) + " ";
+  bool waiting = false;
+  while (!done && !waiting) {
+    std::istringstream locks(ReadFileOrEmpty("/proc/locks"));
+    for (std::string line; std::getline(locks, line);) {
+      waiting = waiting || (line.find("-> FLOCK") != std::string::npos &&
+                            line.find(inode) != std::string::npos);
+    }
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(waiting) << "InstallViews did not wait for the store's lock";
+  const bool copied_while_locked =
+      PathExists(store + "/" + StoredName(kView, digest));
+  flock(lock, LOCK_UN);
+  install.join();
+  close(lock);
+  EXPECT_FALSE(copied_while_locked);
+  EXPECT_EQ(
+      ReadFileOrEmpty(store + "/" + StoredName(kView, digest) + "/bin/flux"),
+      "#!flux\n");
+  std::filesystem::remove_all(scratch);
 }
 
 }  // namespace
