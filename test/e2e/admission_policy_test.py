@@ -46,6 +46,14 @@ refused. The controller's token creates the copy's Service and
 NetworkPolicy, owned by the Job, and nothing else so labelled (another
 owner, kube-system, adopting), and no Job with MultiKueue's label.
 
+test_controller_delete (issue 51, item 3): the controller's token deletes
+only a finished MiniCluster with a TTL whose Job finished, and cannot end a
+running Job; each refusal is first admitted with the policies unbound.
+
+test_flux_operator_pinned (issue 51, item 9): with the operator
+ServiceAccount's uid pinned, an account re-created under its names is
+refused; unpinned (the default) it is admitted.
+
 test_flux_operator: the default install (deploy/, with
 components/flux-operator) admits the exact Job the flux-operator renders
 for a flux-framework.org MiniCluster (test/e2e/fixtures/flux-operator-job.yaml,
