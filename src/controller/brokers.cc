@@ -129,11 +129,17 @@ std::string DownBrokers(const std::vector<json>& pods, int size) {
     }
   }
   std::string text;
+  int listed = 0, more = 0;
   for (int index = 0; index < size; ++index) {
     auto& list = by_index[index];
     bool ready = false;
     for (const json* pod : list) ready = ready || ReadyBroker(*pod);
     if (ready) continue;
+    if (listed == kMaxDownListed) {
+      ++more;
+      continue;
+    }
+    ++listed;
     std::sort(list.begin(), list.end(), [](const json* a, const json* b) {
       return kube::StringAt(kube::FieldAt(*a, "metadata"),
                             "creationTimestamp") <
@@ -147,6 +153,7 @@ std::string DownBrokers(const std::vector<json>& pods, int size) {
     if (!text.empty()) text += ", ";
     text += "index " + std::to_string(index) + " (" + why + ")";
   }
+  if (more > 0) text += ", and " + std::to_string(more) + " more";
   return text;
 }
 

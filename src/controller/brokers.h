@@ -14,10 +14,14 @@ namespace fcc::controller {
 // DisruptionTarget conditions and the broker container's state.
 void TrimPodForCache(nlohmann::json& pod);
 
-// "index 2 (evicted), index 1 (OOMKilled)": each index below `size` none of
+// "index 1 (OOMKilled), index 2 (evicted)": each index below `size` none of
 // whose pods is Ready, with the most telling reason its pods show (a
 // disruption, an OOM kill, the broker's exit code, a deletion, or a
 // replacement still starting); empty when every index has a ready pod.
+// The first kMaxDownListed, then ", and M more": the list goes into a
+// condition message, and a status over the CRD's maxLength is refused
+// whole (a large MiniCluster's status would freeze while most degraded).
+inline constexpr int kMaxDownListed = 20;
 std::string DownBrokers(const std::vector<nlohmann::json>& pods, int size);
 
 // Why a broker index failed the Job (its podFailurePolicy's FailIndex, or

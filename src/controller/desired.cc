@@ -1,10 +1,10 @@
 #include "controller/desired.h"
 
-#include <cmath>
-#include <regex>
+#include <algorithm>
 
 #include "common/names.h"
 #include "common/volume_contract.h"
+#include "controller/quantity.h"
 #include "kube/object_meta.h"
 
 namespace fcc::controller {
@@ -305,23 +305,14 @@ json CommonLabels(const MiniCluster& mc) {
 
 namespace {
 
-// A CPU quantity ("2", "1.5", "250m", 2) in millicores, rounded up.
-std::optional<int64_t> CpuMillis(const json& quantity) {
-  if (quantity.is_number()) {
-    return static_cast<int64_t>(std::ceil(quantity.get<double>() * 1000));
-  }
-  if (!quantity.is_string()) return std::nullopt;
-  static const std::regex kCpu(R"(^([0-9]+)(\.([0-9]{1,3}))?(m?)$)");
-  std::smatch m;
-  const std::string text = quantity.get<std::string>();
-  if (!std::regex_match(text, m, kCpu)) return std::nullopt;
-  if (!m[4].str().empty()) {  // millicores: no fraction
-    if (m[2].matched) return std::nullopt;
-    return std::stoll(m[1].str());
-  }
-  std::string fraction = m[3].str();
-  fraction.resize(3, '0');
-  return std::stoll(m[1].str()) * 1000 + std::stoll(fraction);
+// A quantity as a count of `scale`-ths, rounded up (3: CPU millicores, 0:
+// GPUs); 0 for one that is not a quantity or negative, `max` for one
+// larger. The spec check (minicluster.cc) refuses those; a Job made before
+// it existed could still hold one.
+int64_t ScaledCount(const json& value, int scale, int64_t max) {
+  const auto quantity = ParseJsonQuantity(value);
+  if (!quantity || quantity->negative) return 0;
+  return ScaledValueAtMost(*quantity, scale, max).value_or(max);
 }
 
 }  // namespace
@@ -334,17 +325,16 @@ BrokerResources BrokerResourcesOf(const json& resources) {
       limits.contains("cpu") ? limits["cpu"] : kube::FieldAt(requests, "cpu");
   // Whole cores, rounded up: a request of 1500m is 2 Flux cores (at least
   // one), as a job's tasks may use 1.5 CPUs of them.
-  if (auto millis = CpuMillis(cpu); millis && *millis > 0) {
-    r.cores = static_cast<int>((*millis + 999) / 1000);
+  if (!cpu.is_null()) {
+    const int64_t millis = ScaledCount(cpu, 3, int64_t{kMaxBrokerCores} * 1000);
+    r.cores = static_cast<int>((millis + 999) / 1000);
   }
-  for (const char* gpu : {"nvidia.com/gpu", "amd.com/gpu"}) {
+  for (const char* gpu : kGpuResources) {
     const json& count = kube::FieldAt(limits, gpu);
-    if (count.is_number_integer()) r.gpus += count.get<int>();
-    if (count.is_string() &&
-        std::regex_match(count.get<std::string>(), std::regex("^[0-9]+$"))) {
-      r.gpus += std::stoi(count.get<std::string>());
-    }
+    if (count.is_null()) continue;
+    r.gpus += static_cast<int>(ScaledCount(count, 0, kMaxBrokerGpus));
   }
+  r.gpus = std::min(r.gpus, kMaxBrokerGpus);
   return r;
 }
 

@@ -4,6 +4,7 @@
 // prints is what the reconciler sends.
 #pragma once
 
+#include <array>
 #include <expected>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -90,7 +91,16 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
 
 // A broker's share as Flux sees it: whole cores from the container's CPU
 // limit, else its request (rounded up), and GPUs from the extended
-// resources that name them. cores 0: no CPU given, hwloc's view stays.
+// resources that name them, each a Kubernetes quantity in any form
+// (quantity.h). cores 0: no CPU given, hwloc's view stays.
+// The most cores or GPUs one broker is given: more than any node has, and
+// more than Flux's scheduler should model for one rank. The spec refuses a
+// larger quantity (minicluster.h); BrokerResourcesOf clamps to it.
+inline constexpr int kMaxBrokerCores = 65536;
+inline constexpr int kMaxBrokerGpus = 65536;
+// The extended resources that name GPUs.
+inline constexpr std::array<const char*, 2> kGpuResources = {"nvidia.com/gpu",
+                                                             "amd.com/gpu"};
 struct BrokerResources {
   int cores = 0;
   int gpus = 0;

@@ -11,6 +11,8 @@
 #include "common/names.h"
 #include "common/path.h"
 #include "common/volume_contract.h"
+#include "controller/desired.h"
+#include "controller/quantity.h"
 #include "kube/object_meta.h"
 
 namespace fcc::controller {
@@ -112,13 +114,69 @@ void ReadCommand(const json& spec, MiniClusterSpec& s, Errors& errors) {
   s.command = std::move(argv);
 }
 
-void ReadPassThrough(const json& spec, MiniClusterSpec& s, Errors& errors) {
+// One quantity of spec.resources: what the API server would refuse in the
+// Job, and CPU or GPUs beyond what Flux can use, named here rather than
+// left to the Job's create (or, before, to an exception that stopped the
+// reconcile).
+void CheckQuantity(const std::string& field, const std::string& name,
+                   const json& value, Errors& errors) {
+  const std::string where = "spec.resources." + field + "." + name;
+  const auto quantity = ParseJsonQuantity(value);
+  if (!quantity) {
+    errors.push_back(where + ": " + value.dump() + " " + quantity.error());
+    return;
+  }
+  if (quantity->negative && !quantity->zero()) {
+    errors.push_back(where + ": must not be negative, got " + value.dump());
+    return;
+  }
+  const bool cpu = name == "cpu";
+  const bool gpu =
+      std::ranges::find(kGpuResources, name) != kGpuResources.end();
+  if (!cpu && !gpu) return;
+  const std::string text =
+      value.is_string() ? value.get<std::string>() : value.dump();
+  const int64_t most = cpu ? kMaxBrokerCores : kMaxBrokerGpus;
+  if (!ScaledValueAtMost(*quantity, 0, most)) {
+    errors.push_back(fmt::format(
+        "{}: {} is more than Flux can use on one broker (at most {} {}); ask "
+        "for what one broker's pod may use",
+        where, text, most, cpu ? "cores" : "GPUs"));
+    return;
+  }
+  // As the API server checks an extended resource: its millis, rounded
+  // up, a multiple of 1000.
+  if (gpu &&
+      *ScaledValueAtMost(*quantity, 3, int64_t{most} * 1000) % 1000 != 0) {
+    errors.push_back(where + ": must be a whole number of GPUs, got " + text);
+  }
+}
+
+void ReadResources(const json& spec, MiniClusterSpec& s, Errors& errors) {
   s.resources = spec.value("resources", json::object());
   if (!s.resources.is_object()) {
     errors.push_back(
         "spec.resources: must be a ResourceRequirements mapping "
         "(requests/limits)");
+    return;
   }
+  for (const char* field : {"limits", "requests"}) {
+    const json& quantities = kube::FieldAt(s.resources, field);
+    if (quantities.is_null()) continue;
+    if (!quantities.is_object()) {
+      errors.push_back(std::string("spec.resources.") + field +
+                       ": must be a mapping of resource name to quantity, "
+                       "e.g. {cpu: 2, memory: 4Gi}");
+      continue;
+    }
+    for (const auto& [name, value] : quantities.items()) {
+      CheckQuantity(field, name, value, errors);
+    }
+  }
+}
+
+void ReadPassThrough(const json& spec, MiniClusterSpec& s, Errors& errors) {
+  ReadResources(spec, s, errors);
   s.env = spec.value("env", json::array());
   if (!s.env.is_array()) {
     errors.push_back("spec.env: must be a list of {name, value} entries");

@@ -78,6 +78,23 @@ TEST(DownBrokers, ADeletedPodIsDeletedAndTheNewestReasonWins) {
   EXPECT_EQ(DownBrokers(pods, 2), "index 1 (pod deleted)");
 }
 
+// A large MiniCluster's down list is cut after kMaxDownListed indexes: it
+// goes into a condition message the CRD caps.
+TEST(DownBrokers, ListsTheFirstFewAndCountsTheRest) {
+  std::vector<json> pods;
+  for (int index = 0; index < 3000; index += 2) {
+    pods.push_back(Pod(index, "00", true));
+  }
+  const std::string down = DownBrokers(Trimmed(pods), 3000);
+  EXPECT_EQ(down.rfind("index 1 (no pod), index 3 (no pod), ", 0), 0u) << down;
+  EXPECT_NE(down.find(", index 39 (no pod), and 1480 more"), std::string::npos)
+      << down.substr(0, 2000);
+  EXPECT_TRUE(down.ends_with("index 39 (no pod), and 1480 more"))
+      << down.substr(0, 2000);
+  // At the limit, every index is named and nothing is "more".
+  EXPECT_EQ(DownBrokers({}, kMaxDownListed).find("more"), std::string::npos);
+}
+
 TEST(TrimPodForCache, KeepsWhatDownBrokersReadsAndNoMore) {
   json pod = Disrupted(Terminated(Pod(2, "00", false), 75, "Error"),
                        "PreemptionByScheduler");

@@ -473,13 +473,49 @@ TEST(BrokerResourcesOf, WholeCoresFromTheLimitElseTheRequestAndGpus) {
                                   "limits": {"cpu": "4"}})")),
             4);
   EXPECT_EQ(cores(json::parse(R"({"limits": {"memory": "1Gi"}})")), 0);
-  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "1.5m"}})")), 0);
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "1.5m"}})")), 1);
   EXPECT_EQ(cores(json::object()), 0);
   EXPECT_EQ(cores(json()), 0);
   const BrokerResources gpus = BrokerResourcesOf(json::parse(
       R"({"limits": {"cpu": "8", "nvidia.com/gpu": 2, "amd.com/gpu": "1"}})"));
   EXPECT_EQ(gpus.cores, 8);
   EXPECT_EQ(gpus.gpus, 3);
+}
+
+// Every form of quantity the API server takes (it stores "1e3" as "1k"):
+// CPU rounded up to millicores, then to whole cores; GPUs whole. A value
+// past what Flux can use is clamped there, never thrown or wrapped (only a
+// Job made before the spec check could hold one).
+TEST(BrokerResourcesOf, ReadsEveryKubernetesQuantityForm) {
+  auto cores = [](const json& cpu) {
+    return BrokerResourcesOf({{"limits", {{"cpu", cpu}}}}).cores;
+  };
+  auto gpus = [](const json& count) {
+    return BrokerResourcesOf({{"limits", {{"nvidia.com/gpu", count}}}}).gpus;
+  };
+  EXPECT_EQ(cores("1e3"), 1000);
+  EXPECT_EQ(cores("1k"), 1000);
+  EXPECT_EQ(cores("2k"), 2000);
+  EXPECT_EQ(cores("1Ki"), 1024);
+  EXPECT_EQ(cores("+4"), 4);
+  EXPECT_EQ(cores(".5"), 1);
+  EXPECT_EQ(cores("1.5m"), 1);
+  EXPECT_EQ(cores("1500000u"), 2);
+  EXPECT_EQ(cores("2500000000n"), 3);
+  EXPECT_EQ(cores("3E-3"), 1);
+  EXPECT_EQ(cores("0.002k"), 2);
+  EXPECT_EQ(cores(2.5), 3);
+  EXPECT_EQ(cores("0"), 0);
+  EXPECT_EQ(cores("-2"), 0);
+  EXPECT_EQ(cores("two"), 0);
+  EXPECT_EQ(cores("99999999999999999999"), kMaxBrokerCores);
+  EXPECT_EQ(cores("9223372036854775807m"), kMaxBrokerCores);
+  EXPECT_EQ(cores("1e300"), kMaxBrokerCores);
+  EXPECT_EQ(gpus("1e3"), 1000);
+  EXPECT_EQ(gpus("2k"), 2000);
+  EXPECT_EQ(gpus("4000m"), 4);
+  EXPECT_EQ(gpus("99999999999999999999"), kMaxBrokerGpus);
+  EXPECT_EQ(gpus(json(9223372036854775807LL)), kMaxBrokerGpus);
 }
 
 TEST(FluxBrokerConfig, DeclaresEachRanksGrant) {

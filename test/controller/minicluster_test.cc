@@ -286,7 +286,62 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"flux", {{"fromImage", "yes"}}, "spec.flux.fromImage: must be"},
         BadSpec{"flux",
                 {{"view", "flux-core-0.88.0"}, {"fromImage", true}},
-                "spec.flux: set view or fromImage: true, not both"}));
+                "spec.flux: set view or fromImage: true, not both"},
+        // Quantities: what the API server would refuse in the Job, and what
+        // Flux cannot use, is refused here with the field named.
+        BadSpec{"resources",
+                {{"limits", {{"cpu", "99999999999999999999"}}}},
+                "spec.resources.limits.cpu: 99999999999999999999 is more "
+                "than Flux can use"},
+        BadSpec{"resources",
+                {{"requests", {{"cpu", "1e300"}}}},
+                "spec.resources.requests.cpu: 1e300 is more than"},
+        BadSpec{"resources",
+                {{"requests", {{"cpu", "two"}}}},
+                "spec.resources.requests.cpu: \"two\" is not a Kubernetes "
+                "quantity"},
+        BadSpec{"resources",
+                {{"limits", {{"memory", "1.5 Gi"}}}},
+                "spec.resources.limits.memory: \"1.5 Gi\" is not a"},
+        BadSpec{"resources",
+                {{"requests", {{"cpu", "-1"}}}},
+                "spec.resources.requests.cpu: must not be negative"},
+        BadSpec{"resources",
+                {{"limits", {{"nvidia.com/gpu", "1.5"}}}},
+                "spec.resources.limits.nvidia.com/gpu: must be a whole "
+                "number"},
+        BadSpec{"resources",
+                {{"limits", {{"amd.com/gpu", "2e20"}}}},
+                "spec.resources.limits.amd.com/gpu: 2e20 is more than Flux"},
+        BadSpec{"resources",
+                {{"limits", {{"cpu", true}}}},
+                "spec.resources.limits.cpu: true is not a Kubernetes"},
+        BadSpec{"resources",
+                {{"limits", "4"}},
+                "spec.resources.limits: must "
+                "be a mapping"}));
+
+// Every quantity form the API server takes passes, however written.
+TEST(MiniClusterParse, AcceptsEveryQuantityForm) {
+  for (const json& cpu :
+       {json("1e3"), json("2k"), json("1Ki"), json("+.5"), json("1.5m"),
+        json("250000u"), json("7E-1"), json("0.001k"), json(3), json(2.5),
+        json("0"), json("00.5"), json("1e+2")}) {
+    json object = MiniClusterObject();
+    object["spec"]["resources"] = {{"requests", {{"cpu", cpu}}},
+                                   {"limits", {{"nvidia.com/gpu", "2k"}}}};
+    const ParseResult r = ParseMiniCluster(object);
+    EXPECT_TRUE(r.ok()) << cpu.dump() << ": " << r.ErrorText();
+  }
+  for (const json& memory :
+       {json("100Mi"), json("8Ei"), json("1e30"), json("1.G"),
+        json("99999999999999999999"), json(1 << 30)}) {
+    json object = MiniClusterObject();
+    object["spec"]["resources"] = {{"limits", {{"memory", memory}}}};
+    const ParseResult r = ParseMiniCluster(object);
+    EXPECT_TRUE(r.ok()) << memory.dump() << ": " << r.ErrorText();
+  }
+}
 
 TEST(MiniClusterParse, FluxViewOrFromImage) {
   json object = MiniClusterObject();

@@ -353,6 +353,27 @@ TEST(PlanReconcile, InvalidSpecOnlyWritesStatus) {
   EXPECT_EQ(actions[0].body["status"]["state"], "Failed");
 }
 
+// A quantity too large for Flux stops nothing: the MiniCluster is Failed
+// (InvalidSpec, the field named), with a Warning Event, and no Job is made.
+TEST(PlanReconcile, AHugeQuantityIsAnInvalidSpecNamingTheField) {
+  json mc = MiniClusterObject();
+  mc["spec"]["resources"] = {{"limits", {{"cpu", "99999999999999999999"}}}};
+  const auto actions = PlanReconcile({&mc}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions), (std::vector<K>{K::kApplyStatus}));
+  const json& status = actions[0].body["status"];
+  EXPECT_EQ(status["state"], "Failed");
+  const auto events = StatusEvents(json(), status, false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "InvalidSpec");
+  EXPECT_EQ(events[0].type, "Warning");
+  EXPECT_EQ(events[0].note.rfind("spec.resources.limits.cpu: ", 0), 0u)
+      << events[0].note;
+
+  mc["spec"]["resources"] = {{"limits", {{"nvidia.com/gpu", "1e30"}}}};
+  EXPECT_EQ(Kinds(PlanReconcile({&mc}, kOptions, kNow)),
+            (std::vector<K>{K::kApplyStatus}));
+}
+
 TEST(PlanReconcile, DeletingMiniClusterIsLeftToTheGarbageCollector) {
   json mc = MiniClusterObject();
   mc["metadata"]["deletionTimestamp"] = kNow;

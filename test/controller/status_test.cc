@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/file.h"
 #include "controller/desired.h"
+#include "kube/yaml_json.h"
 #include "test_objects.h"
 
 namespace fcc::controller {
@@ -382,6 +384,49 @@ TEST(Status, DegradedWhileABrokerIsLostAfterAllWereUp) {
   EXPECT_EQ(
       Find(ComputeStatus(mc, &suspended, nullptr, kNow), "Degraded")["status"],
       "False");
+}
+
+// The CRD's maxLength of a condition's message.
+size_t CrdMessageMaxLength() {
+  const auto text =
+      common::ReadTextFile(FCC_SOURCE_DIR "/deploy/controller/crd.yaml");
+  const auto docs = kube::YamlToJson(text.value());
+  const json& status = (*docs)[0]["spec"]["versions"][0]["schema"]
+                              ["openAPIV3Schema"]["properties"]["status"];
+  return status["properties"]["conditions"]["items"]["properties"]["message"]
+               ["maxLength"]
+                   .get<size_t>();
+}
+
+// 3,000 brokers of 5,000 lost: the Degraded message names a few and counts
+// the rest, so the status stays within the CRD's limits (the API server
+// refuses a status apply with one message too long, freezing it all).
+TEST(Status, ALargeDegradedMiniClustersMessageFitsTheCrd) {
+  json object = MiniClusterObject();
+  object["spec"]["size"] = 5000;
+  MiniCluster mc = *ParseMiniCluster(object).minicluster;
+  json job = Job(false);
+  job["status"]["active"] = 5000;
+  job["status"]["ready"] = 5000;
+  mc.status = ComputeStatus(mc, &job, nullptr, kNow);
+  std::vector<json> pods;
+  for (int index = 0; index < 2000; ++index) {
+    pods.push_back({{"metadata",
+                     {{"labels",
+                       {{"batch.kubernetes.io/job-completion-index",
+                         std::to_string(index)}}}}},
+                    {"status",
+                     {{"conditions", json::array({{{"type", "Ready"},
+                                                   {"status", "True"}}})}}}});
+  }
+  job["status"]["ready"] = 2000;
+  const json status = ComputeStatus(mc, &job, nullptr, kNow, &pods);
+  const std::string message = Find(status, "Degraded")["message"];
+  EXPECT_EQ(Find(status, "Degraded")["status"], "True");
+  EXPECT_LE(message.size(), CrdMessageMaxLength()) << message.substr(0, 300);
+  EXPECT_NE(message.find("index 2000 (no pod), "), std::string::npos);
+  EXPECT_NE(message.find("and 2980 more: "), std::string::npos)
+      << message.substr(0, 1000);
 }
 
 // Kueue admitted 2 of 4 (partial admission sets the Job's parallelism):

@@ -24,6 +24,7 @@ KUBELET_DIR = "/var/lib/kubelet"
 IMAGE = "ghcr.io/flux-curve-csi/flux-curve-csi:v0.1.0"
 FLUX_OPERATOR = "system:serviceaccount:operator-system:operator-controller-manager"
 FLUX_OPERATOR_MOVED = "system:serviceaccount:flux-op:fo"
+FLUX_OPERATOR_UID = "0f4f2b8e-6c1d-4d5e-9a7b-3c2e1f0a9b8c"
 DRIVER_NS = "flux-curve-csi"
 CONTROLLER_NS = "minicluster-system"
 ADMISSION_KINDS = {"ValidatingAdmissionPolicy",
@@ -251,6 +252,10 @@ def main():
         with open(component, "w") as f:
             f.write(text.replace(f"'{FLUX_OPERATOR}'", "''"))
         operator_none = m.render(kustomize, operator_dir)
+        # Its ServiceAccount's uid pinned (the component's second value).
+        with open(component, "w") as f:
+            f.write(text.replace('value: "\'\'"', f'value: "\'{FLUX_OPERATOR_UID}\'"'))
+        operator_pinned = m.render(kustomize, operator_dir)
 
     def check(ok, message):
         if not ok:
@@ -267,7 +272,8 @@ def main():
           "components/without-admission-policy does not drop exactly the "
           f"admission policies: {sorted(map(label, dropped))}")
     check(m.find(base, "NetworkPolicy"), "no NetworkPolicy in deploy/")
-    check(compare(operator_moved, base) and compare(operator_none, base),
+    check(compare(operator_moved, base) and compare(operator_none, base)
+          and compare(operator_pinned, base),
           "editing components/flux-operator changes nothing")
 
     ns = with_namespaces(base)
@@ -321,6 +327,11 @@ def main():
          operator_moved),
         ("fluxOperator.serviceAccount=", ["fluxOperator.serviceAccount="],
          operator_none),
+        (f"fluxOperator.serviceAccountUid={FLUX_OPERATOR_UID}",
+         [f"fluxOperator.serviceAccountUid={FLUX_OPERATOR_UID}"], operator_pinned),
+        ("fluxOperator.serviceAccount=, fluxOperator.serviceAccountUid (no operator, "
+         "no uid)", ["fluxOperator.serviceAccount=",
+                     f"fluxOperator.serviceAccountUid={FLUX_OPERATOR_UID}"], operator_none),
         ("networkPolicies.enabled=false", ["networkPolicies.enabled=false"],
          without_kinds(base, {"NetworkPolicy"})),
         ("multikueue.role=manager", ["multikueue.role=manager"],
@@ -360,7 +371,9 @@ def main():
                 ["image.repository=registry.example.com/fcc #x"],
                 ["image.repository=registry.example.com/fcc\nx: y"],
                 ["image.tag=v1 x"], ["image.tag=v1:x"], ["image.tag=v1#x"],
-                ["fluxOperator.namespace=a'b"], ["fluxOperator.serviceAccount=a'b"]):
+                ["fluxOperator.namespace=a'b"], ["fluxOperator.serviceAccount=a'b"],
+                ["fluxOperator.serviceAccountUid=a'b"],
+                ["fluxOperator.serviceAccountUid=operator-controller-manager"]):
         p = subprocess.run([helm, "template", "x", chart, *KUBE,
                             *[a for s in bad for a in ("--set", s)]],
                            capture_output=True, text=True)

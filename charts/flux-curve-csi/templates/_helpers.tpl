@@ -27,6 +27,16 @@ their own MiniCluster (deploy/components/flux-operator), or "" for none.
 {{- end -}}
 
 {{/*
+The uid that ServiceAccount must have (fluxOperator.serviceAccountUid), or ""
+for any of its name.
+*/}}
+{{- define "flux-curve-csi.fluxOperatorUid" -}}
+{{- if include "flux-curve-csi.fluxOperatorUser" . -}}
+{{- .Values.fluxOperator.serviceAccountUid -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Non-empty when the chart installs the CSI driver (CSIDriver and
 templates/daemonset/): everywhere but on a MultiKueue manager, where no
 MiniCluster pod runs (deploy/multikueue/manager).
