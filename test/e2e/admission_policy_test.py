@@ -46,10 +46,6 @@ refused. The controller's token creates the copy's Service and
 NetworkPolicy, owned by the Job, and nothing else so labelled (another
 owner, kube-system, adopting), and no Job with MultiKueue's label.
 
-test_controller_delete (issue 51, item 3): the controller's token deletes
-only a finished MiniCluster with a TTL whose Job finished, and cannot end a
-running Job; each refusal is first admitted with the policies unbound.
-
 test_flux_operator_pinned (issue 51, item 9): with the operator
 ServiceAccount's uid pinned, an account re-created under its names is
 refused; unpinned (the default) it is admitted.
@@ -595,153 +591,6 @@ def test_controller_confined(work):
     check_admitted(r, "the controller's apply to its own Job")
     log("the controller's rendered Service and Job (own ServiceAccount, Secret volume and "
         "variable), its NetworkPolicy and its apply to the Job are admitted")
-
-
-DELETE_POLICY = "minicluster-controller-delete.minicluster.dev"
-DELETE_JOB_POLICY = "minicluster-controller-delete-job.minicluster.dev"
-
-
-def test_controller_delete(work):
-    """Issue 51, item 3: the controller's ClusterRole may delete every
-    MiniCluster (for spec.ttlSecondsAfterFinished). Under controller.yaml
-    its token deletes only a finished one with a TTL whose Job, if it has
-    one, finished too (the Job controller's word, not the status the token
-    may write), and it cannot finish a running Job. Deletes are server dry
-    runs, each first admitted with the policies unbound."""
-    ns = "e2e-ttl"
-    create_namespace(ns)
-    create_namespace(CONTROLLER_NS)
-    kubectl("apply", "-f", os.path.join(REPO, "deploy", "controller", "rbac.yaml"))
-    kubeconfig = service_account_kubeconfig(work, CONTROLLER_SA, CONTROLLER_NS)
-    kind = "miniclusters.minicluster.dev"
-
-    def finished(name, state):
-        """`state` in the MiniCluster's status, as the controller writes it."""
-        patch(kind, name, ns, {"status": {"state": state, "conditions": [
-            {"type": state, "status": "True", "reason": "E2e", "message": "e2e",
-             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}, subresource="status")
-
-    def delete(name):
-        return kubectl("--kubeconfig", kubeconfig, "delete", kind, name, "-n", ns,
-                       "--dry-run=server", check_rc=False)
-
-    ttl = {"ttlSecondsAfterFinished": 0}
-    apply(minicluster("running", ns))
-    apply(minicluster("no-ttl", ns))
-    finished("no-ttl", "Succeeded")
-    apply(minicluster("ttl-running", ns, **ttl))
-    apply(minicluster("ttl-forged", ns, **ttl))
-    apply(minicluster("ttl-done", ns, **ttl))
-    finished("ttl-done", "Failed")
-    apply(minicluster("ttl-invalid", ns, **ttl))
-    finished("ttl-invalid", "Failed")
-
-    # ttl-forged has the controller's suspended Job, as render prints it,
-    # created with its token; ttl-done has a labelled Job the Job controller
-    # failed (its deadline ran out).
-    path = os.path.join(work, "ttl-forged.json")
-    with open(path, "w") as f:
-        json.dump(get(kind, "ttl-forged", ns), f)
-    _, forged_job = rendered(path)
-    check_admitted(as_controller(kubeconfig, forged_job, dry_run=False),
-                   "the controller's Job of ttl-forged")
-    apply({"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"name": "ttl-done", "namespace": ns,
-                        "labels": {"app.kubernetes.io/managed-by": "minicluster-controller"}},
-           "spec": {"activeDeadlineSeconds": 1, "template": {"spec": {
-               "restartPolicy": "Never",
-               "containers": [{"name": "c", "image": IMAGE}]}}}})
-    wait_for("Job ttl-done failed by the Job controller", lambda: any(
-        c["type"] in ("Failed", "FailureTarget") and c["status"] == "True"
-        for c in get("jobs", "ttl-done", ns).get("status", {}).get("conditions", [])),
-        timeout=60)
-    # The token forges the status: Failed, as it may write.
-    r = kubectl("--kubeconfig", kubeconfig, "patch", kind, "ttl-forged", "-n", ns,
-                "--subresource=status", "--type=merge", "-p", json.dumps(
-                    {"status": {"state": "Failed", "conditions": [
-                        {"type": "Failed", "status": "True", "reason": "Forged",
-                         "message": "forged", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
-                check_rc=False)
-    check_admitted(r, "the token's status write")
-
-    refused = [("a running MiniCluster without a TTL", "running", DELETE_POLICY),
-               ("a Succeeded MiniCluster without a TTL", "no-ttl", DELETE_POLICY),
-               ("a running MiniCluster with a TTL", "ttl-running", DELETE_POLICY),
-               ("a MiniCluster whose status the token set to Failed while its Job runs",
-                "ttl-forged", DELETE_JOB_POLICY)]
-    admitted = [("a Failed MiniCluster with a TTL whose Job failed", "ttl-done"),
-                ("a Failed MiniCluster with a TTL and no Job (an invalid spec)", "ttl-invalid")]
-    # What the token could do to a running Job to finish it: a deadline,
-    # parallelism 0. Its own later applies (labels and owner; suspend of an
-    # unqueued Job) still pass.
-    meta = {k: forged_job["metadata"][k] for k in ("name", "namespace", "labels",
-                                                   "ownerReferences")}
-    job_edits = [("a deadline on the running Job", {"activeDeadlineSeconds": 1}),
-                 ("parallelism 0 on the running Job", {"parallelism": 0})]
-
-    def job_apply(spec):
-        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta}
-        if spec:
-            body["spec"] = spec
-        return as_controller(kubeconfig, body, verb="apply")
-
-    # 1. Without the delete policies (and the scope policy), RBAC lets the
-    # token do all of it.
-    policies = controller_policies()
-    for o in policies:
-        if o["kind"] == "ValidatingAdmissionPolicyBinding":
-            kubectl("delete", "validatingadmissionpolicybinding", o["metadata"]["name"],
-                    "--ignore-not-found")
-    wait_for("the delete policies out of force", lambda: all(
-        delete(name).returncode == 0 for _, name, _ in refused), timeout=30)
-    for what, name, _ in refused:
-        check_admitted(delete(name), f"deleting {what}, no controller policy")
-    for what, spec in job_edits:
-        check_admitted(job_apply(spec), f"{what}, no controller policy")
-
-    # 2. controller.yaml as shipped.
-    kubectl("apply", "-f", CONTROLLER_POLICY)
-    wait_for("the delete policies in force", lambda: all(
-        delete(name).returncode != 0 for _, name, _ in refused) and all(
-        job_apply(spec).returncode != 0 for _, spec in job_edits), timeout=30)
-    for what, name, policy in refused:
-        r = delete(name)
-        check(r.returncode != 0 and f"ValidatingAdmissionPolicy '{policy}'" in r.stderr,
-              f"deleting {what}: not refused by {policy}: {r.stdout} {r.stderr}")
-        log(f"deleting {what}: refused: {r.stderr.strip().split('denied request: ', 1)[-1]}")
-    for what, spec in job_edits:
-        r = job_apply(spec)
-        check(r.returncode != 0 and f"ValidatingAdmissionPolicy '{SCOPE}'" in r.stderr,
-              f"{what}: not refused by {SCOPE}: {r.stdout} {r.stderr}")
-        log(f"{what}: refused: {r.stderr.strip().split('denied request: ', 1)[-1]}")
-    for what, name in admitted:
-        check_admitted(delete(name), f"deleting {what}")
-    check_admitted(job_apply(None), "the controller's apply of labels and owner to its Job")
-    check_admitted(job_apply({"suspend": False}),
-                   "the controller's unsuspend of an unqueued MiniCluster's Job")
-    log(f"the controller's token: {len(refused)} deletes and {len(job_edits)} Job edits "
-        f"refused, {len(admitted)} TTL deletes and its own Job applies admitted")
-
-
-def with_curve_volumes(obj, n):
-    """`obj` (a Pod, Job or CronJob) whose pods carry `n` curve volumes."""
-    spec = obj["spec"]
-    spec = spec.get("jobTemplate", {"spec": spec})["spec"] if obj["kind"] != "Pod" else spec
-    spec = spec["template"]["spec"] if obj["kind"] != "Pod" else spec
-    # The first keeps its name: the container mounts it.
-    spec["volumes"] = [{**spec["volumes"][0], "name": f"curve-{i}" if i else "curve"} for i in range(n)]
-    return obj
-
-
-def check_count_refused(r, kind, n, what):
-    """Refused by the count policy, with the cap and the driver's flag."""
-    err = r.stderr.strip()
-    check(r.returncode != 0, f"{what} was admitted: {r.stdout.strip()}")
-    check(f"ValidatingAdmissionPolicy '{COUNT_POLICY}'" in err, f"{what}: not refused by {COUNT_POLICY}: {err}")
-    check(f"at most {PER_POD_CAP} curve.minicluster.dev volume" in err, f"{what}: no cap in the message: {err}")
-    check(f"--max-volumes-per-pod={PER_POD_CAP}" in err, f"{what}: the message does not name the flag: {err}")
-    check(f"this {kind} has {n} in its pod spec" in err, f"{what}: the message does not count: {err}")
-    log(f"{what}: refused: {err.split('denied request: ', 1)[-1]}")
 
 
 def test_volume_count(work):
@@ -1433,5 +1282,5 @@ def test_flux_operator(work):
 
 if __name__ == "__main__":
     main([test_job_controller_identity, test_policy, test_volume_count, test_name_label,
-          test_minicluster_quota, test_controller_confined, test_controller_delete,
+          test_minicluster_quota, test_controller_confined,
           test_multikueue_worker, test_flux_operator_pinned, test_flux_operator])
