@@ -341,6 +341,7 @@ TEST_F(ViewTest, ARunningPodsOlderCopyIsRepublishedAfterAnUpgrade) {
   const std::string target = KubeletTargetPath(pod_);
   ASSERT_TRUE(PublishView().ok());
   driver_->Kill9();
+  std::filesystem::remove_all(image_views_ + "/" + kView);
   const std::string upgraded =
       MakeTestView(image_views_, kView, "#!flux upgraded\n");
   ASSERT_NO_FATAL_FAILURE(StartDriver());
