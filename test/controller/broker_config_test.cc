@@ -11,11 +11,7 @@ namespace {
 using nlohmann::json;
 using testing::MiniClusterObject;
 
-MiniCluster Parse(const json& object) {
-  ParseResult r = ParseMiniCluster(object);
-  EXPECT_TRUE(r.ok()) << r.ErrorText();
-  return *r.minicluster;
-}
+MiniCluster Parse(const json& object) { return testing::ParseValid(object); }
 
 ParseResult WithScheduler(const json& scheduler) {
   json object = MiniClusterObject();

@@ -18,11 +18,7 @@ using nlohmann::json;
 using testing::MiniClusterObject;
 using testing::MiniClusterWithPodFields;
 
-MiniCluster Parse(const json& object) {
-  ParseResult r = ParseMiniCluster(object);
-  EXPECT_TRUE(r.ok()) << r.ErrorText();
-  return *r.minicluster;
-}
+MiniCluster Parse(const json& object) { return testing::ParseValid(object); }
 
 const json& PodSpec(const json& job) { return job["spec"]["template"]["spec"]; }
 const json& Broker(const json& job) { return PodSpec(job)["containers"][0]; }

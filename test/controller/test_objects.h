@@ -2,6 +2,8 @@
 #ifndef FCC_TEST_CONTROLLER_TEST_OBJECTS_H_
 #define FCC_TEST_CONTROLLER_TEST_OBJECTS_H_
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -64,6 +66,13 @@ inline std::optional<kube::HttpResponse> MiniClusterGet(
   auto object = store.Get(key);
   if (!object) return kube::HttpResponse{404, "", ""};
   return kube::HttpResponse{200, object->dump(), ""};
+}
+
+// The parsed MiniCluster of a valid object; a parse error fails the test.
+inline MiniCluster ParseValid(const nlohmann::json& object) {
+  ParseResult r = ParseMiniCluster(object);
+  EXPECT_TRUE(r.ok()) << r.ErrorText();
+  return *r.minicluster;
 }
 
 // A MiniCluster's Job as MultiKueue creates it on a worker
