@@ -593,6 +593,27 @@ def test_controller_confined(work):
         "variable), its NetworkPolicy and its apply to the Job are admitted")
 
 
+def with_curve_volumes(obj, n):
+    """`obj` (a Pod, Job or CronJob) whose pods carry `n` curve volumes."""
+    spec = obj["spec"]
+    spec = spec.get("jobTemplate", {"spec": spec})["spec"] if obj["kind"] != "Pod" else spec
+    spec = spec["template"]["spec"] if obj["kind"] != "Pod" else spec
+    # The first keeps its name: the container mounts it.
+    spec["volumes"] = [{**spec["volumes"][0], "name": f"curve-{i}" if i else "curve"} for i in range(n)]
+    return obj
+
+
+def check_count_refused(r, kind, n, what):
+    """Refused by the count policy, with the cap and the driver's flag."""
+    err = r.stderr.strip()
+    check(r.returncode != 0, f"{what} was admitted: {r.stdout.strip()}")
+    check(f"ValidatingAdmissionPolicy '{COUNT_POLICY}'" in err, f"{what}: not refused by {COUNT_POLICY}: {err}")
+    check(f"at most {PER_POD_CAP} curve.minicluster.dev volume" in err, f"{what}: no cap in the message: {err}")
+    check(f"--max-volumes-per-pod={PER_POD_CAP}" in err, f"{what}: the message does not name the flag: {err}")
+    check(f"this {kind} has {n} in its pod spec" in err, f"{what}: the message does not count: {err}")
+    log(f"{what}: refused: {err.split('denied request: ', 1)[-1]}")
+
+
 def test_volume_count(work):
     """At most PER_POD_CAP curve volumes per pod (issue 30): a pod, Job or
     CronJob with more is refused at create time, whoever sends it (the
