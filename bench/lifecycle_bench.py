@@ -16,9 +16,7 @@ Runs on scripts/controlplane --node with the project installed from deploy/
   Succeeded, index 0's log checked for every hostname; then delete -> gone;
 - the persistent MiniCluster again with an application image that has no
   Flux (app-busybox), its brokers run from the driver's Flux view (issue 39):
-  create -> wired and -> Ready, against the Flux-in-image one;
-- the same Job with the view delivered the peers' way (an init container
-  copies it into an emptyDir; copied_view_objects): create -> wired, Ready.
+  create -> wired and -> Ready, against the Flux-in-image one.
 
 Then the scheduler's throughput (issue 50): Fluxion and sched-simple, each
 in one persistent MiniCluster of the view, jobs/s for FCC_BENCH_SCHED_JOBS
@@ -34,22 +32,17 @@ bench/plot_lifecycle.py). scripts/bench-lifecycle builds, runs and plots.
 
 import collections
 import datetime
-import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
-
-import yaml  # python3-yaml (scripts/install-deps)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
 from minicluster_node_test import (flux_image, index0_logs, minicluster,  # noqa: E402
                                    pods_of, ready_pods, running_pods, state, wait_gone)
 from view_node_test import all_images, app  # noqa: E402
-from node_lib import driver_binary, driver_image, install  # noqa: E402
+from node_lib import install  # noqa: E402
 from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
 
 SIZES = [int(s) for s in os.environ.get("FCC_BENCH_SIZES", "1,3,8").split(",")]
@@ -58,12 +51,7 @@ SCHED_JOBS = int(os.environ.get("FCC_BENCH_SCHED_JOBS", "500"))
 RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}}
 # One size-round, in seconds; also the CSV's columns.
 Row = collections.namedtuple("Row", "size floor wired ready gone_persistent ephemeral_done gone_ephemeral "
-                             "wired_view ready_view wired_copy ready_copy")
-# Who may create a Job whose pods carry the cert volume (the admission
-# policy, deploy/admission-policy/jobs.yaml): the copied-view Jobs are made
-# as the controller would make them.
-CONTROLLER_USER = "system:serviceaccount:minicluster-system:minicluster-controller"
-VIEW = "flux-core-0.88.0"
+                             "wired_view ready_view")
 
 # Waits until every peer's name resolves (not its own: a broker never looks
 # itself up), then prints the time (epoch s).
@@ -157,54 +145,6 @@ def persistent_run(ns, size, round_, image=None):
     return wired, all_ready, gone, exits
 
 
-def copied_view_objects(name, ns, size):
-    """The Service and Job the controller makes for a busybox MiniCluster of
-    the view, with the view delivered the peers' way (flux-operator's and
-    Kubeflow Trainer's flux-view init container): an init container copies
-    it from an image (here the driver's, which carries it) into an emptyDir,
-    mounted where the driver's read-only bind would be."""
-    mc = minicluster(name, ns, size, image=app("app-busybox"))
-    mc["metadata"]["uid"] = f"00000000-0000-4000-8000-{size:06d}{int(time.time()) % 1000000:06d}"
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        json.dump(mc, f)
-        f.flush()
-        controller = os.path.join(os.path.dirname(os.path.dirname(driver_binary())),
-                                  "controller", "minicluster-controller")
-        out = subprocess.run([controller, "render", "-f", f.name], capture_output=True,
-                             text=True, check=True).stdout
-    objs = [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Service", "Job")]
-    check(len(objs) == 2, f"render gave a Service and a Job: {out[:200]}")
-    for obj in objs:
-        obj["metadata"].pop("ownerReferences", None)  # no such MiniCluster
-    job = next(o for o in objs if o["kind"] == "Job")
-    job["spec"]["suspend"] = False
-    pod = job["spec"]["template"]["spec"]
-    pod["volumes"] = [v if v["name"] != "flux-view" else {"name": "flux-view", "emptyDir": {}}
-                      for v in pod["volumes"]]
-    pod["initContainers"] = [{
-        "name": "flux-view", "image": driver_image(),
-        "command": ["cp", "-a", f"/usr/share/flux-curve-csi/views/{VIEW}/.", "/mnt/flux/"],
-        "volumeMounts": [{"name": "flux-view", "mountPath": "/mnt/flux"}],
-        "resources": RESOURCES}]
-    return objs
-
-
-def copied_view_run(ns, size, round_):
-    """create -> wired and -> Ready for copied_view_objects; then deleted."""
-    name = f"copy{size}r{round_}"
-    t0 = time.time()
-    for obj in copied_view_objects(name, ns, size):
-        kubectl("apply", f"--as={CONTROLLER_USER}", "-f", "-", input=json.dumps(obj))
-    wait_for(f"{name}: every pod Ready", lambda: ready_pods(name, ns, size), timeout=300, interval=0.2)
-    all_ready = time.time() - t0
-    wired = dmesg_run_time(pods_of(name, ns)[0]["metadata"]["name"], ns) - t0
-    uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
-    kubectl("delete", "job", name, "-n", ns, "--cascade=foreground", "--wait=true", timeout=120)
-    kubectl("delete", "service", name, "-n", ns)
-    wait_gone(name, ns, uids)
-    return wired, all_ready
-
-
 def ephemeral_run(ns, size, round_):
     name = f"hello{size}r{round_}"
     t0 = time.time()
@@ -235,22 +175,19 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
             wired, all_ready, gone_p, exits_p = persistent_run(ns, size, round_)
             done, gone_e, exits_e = ephemeral_run(ns, size, round_)
             wired_v, ready_v, _, _ = persistent_run(ns, size, round_, app("app-busybox"))
-            wired_c, ready_c = copied_view_run(ns, size, round_)
-            rows.append(Row(size, floor, wired, all_ready, gone_p, done, gone_e, wired_v, ready_v,
-                            wired_c, ready_c))
+            rows.append(Row(size, floor, wired, all_ready, gone_p, done, gone_e, wired_v, ready_v))
             log(f"size {size}: floor {floor:.1f}s wired {wired:.1f}s ready {all_ready:.1f}s "
                 f"gone {gone_p:.1f}s (exit codes {exits_p}); ephemeral done {done:.1f}s "
                 f"gone {gone_e:.1f}s (exit codes {exits_e}); view: wired {wired_v:.1f}s "
-                f"ready {ready_v:.1f}s; copied view: wired {wired_c:.1f}s ready {ready_c:.1f}s")
+                f"ready {ready_v:.1f}s")
     print("\nMiniCluster lifecycle on the real node, seconds (issue 28):")
     print(f"{'size':>4} {'floor':>7} {'wired':>7} {'wired/floor':>11} {'all Ready':>9} "
           f"{'gone (pers.)':>12} {'ephemeral done':>14} {'gone (eph.)':>11} "
-          f"{'view wired':>10} {'view Ready':>10} {'copy wired':>10} {'copy Ready':>10}")
+          f"{'view wired':>10} {'view Ready':>10}")
     for r in rows:
         print(f"{r.size:>4} {r.floor:>7.1f} {r.wired:>7.1f} {r.wired / r.floor:>11.2f} {r.ready:>9.1f} "
               f"{r.gone_persistent:>12.1f} {r.ephemeral_done:>14.1f} {r.gone_ephemeral:>11.1f} "
-              f"{r.wired_view:>10.1f} {r.ready_view:>10.1f} {r.wired_copy:>10.1f} "
-              f"{r.ready_copy:>10.1f}")
+              f"{r.wired_view:>10.1f} {r.ready_view:>10.1f}")
     if os.environ.get("FCC_BENCH_CSV"):
         with open(os.environ["FCC_BENCH_CSV"], "w") as f:
             f.write(",".join(Row._fields) + "\n")
@@ -261,15 +198,12 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
         ratios = [r.wired / r.floor for r in rows if r.size == size]
         gone = [max(r.gone_persistent, r.gone_ephemeral) for r in rows if r.size == size]
         views = [r.wired_view / r.wired for r in rows if r.size == size]
-        copies = [r.wired_copy / r.wired_view for r in rows if r.size == size]
         target = "  (target <= 1.3)" if size == 8 else ""
         view_target = "  (target <= 1.1)" if size == 8 else ""
         print(f"  size {size}: wired/floor {min(ratios):.2f}-{max(ratios):.2f}{target}; "
               f"slowest delete -> gone {max(gone):.1f}s (target <= 5); "
-              f"view wired / Flux-in-image wired {min(views):.2f}-{max(views):.2f}{view_target}; "
-              f"copied view wired / view wired {min(copies):.2f}-{max(copies):.2f}")
-    print("  bytes written per pod for Flux: 0 with the view (a read-only bind of the node's copy), "
-          "the whole view (du -sb of it) with the copy")
+              f"view wired / Flux-in-image wired {min(views):.2f}-{max(views):.2f}{view_target}")
+    print("  bytes written per pod for Flux: 0 with the view (a read-only bind of the node's copy)")
 
 
 def submit_throughput(flux, jobs):
