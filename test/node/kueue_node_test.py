@@ -195,7 +195,12 @@ def test_partial_admission(work):
     check_eq(down, "partial-2", "the rank not admitted, down in flux resource list")
     delete("partial")
 
-    queued("whole", 3, ["flux", "run", "-N3", "hostname"], cpu="100m", min_size=2)
+    # The command starts at minSize (broker.quorum); Fluxion refuses a job
+    # for more nodes than are up then (unsatisfiable, where sched-simple
+    # queued it), so it waits for the third broker first.
+    queued("whole", 3, ["sh", "-c", "flux overlay status --wait=full --timeout=0 --summary "
+                                    ">/dev/null && flux run -N3 hostname"],
+           cpu="100m", min_size=2)
     wait_for("whole Succeeded", lambda: state("whole", NS) in ("Succeeded", "Failed"), timeout=240)
     check_eq(state("whole", NS), "Succeeded", "whole's state (3 admitted, flux run -N3)")
     check_eq(get("job", "whole", NS)["spec"]["parallelism"], 3, "whole's parallelism")
