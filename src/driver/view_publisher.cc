@@ -256,7 +256,7 @@ std::expected<std::string, std::error_code> ViewPublisher::StagedCopy(
     }
     staging_private_ = true;
   }
-  const std::string staged =
+  std::string staged =
       dir + "/" + std::filesystem::path(view.path).filename().string();
   // A staging bind of an earlier driver in this mount namespace is reused
   // when it is this copy, sealed; anything else there is taken down.
