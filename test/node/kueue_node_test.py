@@ -74,9 +74,9 @@ def setup(work):
         kubectl("apply", "-f", "-", input=text)
 
 
-def queued(name, size, command=None, priority=None, cpu=POD_CPU, min_size=None):
+def queued(name, size, command=None, priority=None, cpu=POD_CPU, min_size=None, **spec):
     mc = minicluster(name, NS, size, command,
-                     resources={"requests": {"cpu": cpu, "memory": "64Mi"}})
+                     resources={"requests": {"cpu": cpu, "memory": "64Mi"}}, **spec)
     if min_size:
         mc["spec"]["minSize"] = min_size
     mc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
@@ -195,12 +195,12 @@ def test_partial_admission(work):
     check_eq(down, "partial-2", "the rank not admitted, down in flux resource list")
     delete("partial")
 
-    # The command starts at minSize (broker.quorum); Fluxion refuses a job
-    # for more nodes than are up then (unsatisfiable, where sched-simple
-    # queued it), so it waits for the third broker first.
-    queued("whole", 3, ["sh", "-c", "flux overlay status --wait=full --timeout=0 --summary "
-                                    ">/dev/null && flux run -N3 hostname"],
-           cpu="100m", min_size=2)
+    # The command starts at minSize (broker.quorum). Fluxion refuses a job
+    # for more nodes than are up then (unsatisfiable) where sched-simple
+    # queues it until the third broker joins: this case keeps sched-simple
+    # (docs/user/resources.md, "minSize with Kueue").
+    queued("whole", 3, ["flux", "run", "-N3", "hostname"], cpu="100m", min_size=2,
+           flux={"fromImage": True, "scheduler": {"simple": True}})
     wait_for("whole Succeeded", lambda: state("whole", NS) in ("Succeeded", "Failed"), timeout=240)
     check_eq(state("whole", NS), "Succeeded", "whole's state (3 admitted, flux run -N3)")
     check_eq(get("job", "whole", NS)["spec"]["parallelism"], 3, "whole's parallelism")
