@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
 from minicluster_node_test import (flux_image, index0_logs, minicluster,  # noqa: E402
                                    pods_of, ready_pods, running_pods, state, wait_gone)
-from view_node_test import all_images, app  # noqa: E402
+from view_node_test import all_images, app, persistent_lead  # noqa: E402
 from node_lib import install  # noqa: E402
 from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
 
@@ -228,12 +228,8 @@ def bench_scheduler(work, jobs=SCHED_JOBS):
     rates = {}
     for label, flux_spec in (("fluxion", {}), ("simple", {"scheduler": {"simple": True}})):
         name = f"sched-{label}"
-        apply(minicluster(name, ns, 2, image=app("app-busybox"), resources=two, flux=flux_spec))
-        pods = wait_for(f"{name} Ready", lambda: ready_pods(name, ns, 2), timeout=300)
-        lead = pods[0]["metadata"]["name"]
-
-        def flux(*args):
-            return kubectl("exec", "-n", ns, lead, "--", "flux", *args, timeout=900).stdout
+        flux = persistent_lead(ns, name, size=2, exec_timeout=900, ready_timeout=300,
+                               resources=two, flux=flux_spec)
         rates[label] = submit_throughput(flux, jobs)
         delete_and_time_gone(name, ns)
     print(f"\nScheduler throughput, {jobs} one-core `true` jobs, 4 cores (2 brokers x 2):")

@@ -258,14 +258,15 @@ def test_mpi(work):
         check_one_world(out, name, 6)
 
 
-def persistent_lead(ns, name, **spec):
-    """A persistent size-1 MiniCluster of the busybox image; `flux` in it."""
-    apply(minicluster(name, ns, 1, image=app("app-busybox"), **spec))
-    pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, 1), timeout=180)
+def persistent_lead(ns, name, size=1, exec_timeout=90, ready_timeout=180, **spec):
+    """A persistent MiniCluster of the busybox image, once every pod is
+    Ready; `flux` in its lead pod."""
+    apply(minicluster(name, ns, size, image=app("app-busybox"), **spec))
+    pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=ready_timeout)
     lead = pods[0]["metadata"]["name"]
 
     def flux(*args, check_rc=True):
-        return kubectl("exec", "-n", ns, lead, "--", "flux", *args, timeout=90,
+        return kubectl("exec", "-n", ns, lead, "--", "flux", *args, timeout=exec_timeout,
                        check_rc=check_rc).stdout
     return flux
 
