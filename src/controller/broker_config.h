@@ -26,9 +26,10 @@ std::string NodeResourceCommand(const MiniCluster& mc,
                                 const std::string& flux);
 std::string NodeResourcePath(const DesiredOptions& opts);
 
-// The scheduler's part of broker.toml. Fluxion's tables always (an image
-// with Fluxion of its own honours them too); sched-simple is chosen through
-// flux modprobe's alternatives, which outrank Fluxion's priority.
+// The scheduler's part of broker.toml: Fluxion's tables unless
+// scheduler.simple (an image with Fluxion of its own honours them too);
+// sched-simple is chosen through flux modprobe's alternatives, which
+// outrank Fluxion's priority.
 std::string SchedulerConfig(const FluxScheduler& scheduler);
 
 // Flux's tree (tbon.topo) for `mc`: spec.tbonTopo, else kary:32 - flat
