@@ -328,7 +328,9 @@ POLICIES = ("curve-volume-pods.minicluster.dev", "curve-volume-jobs.minicluster.
             "minicluster-controller-jobs.minicluster.dev",
             "minicluster-controller-job-spec.minicluster.dev",
             "minicluster-controller-services.minicluster.dev",
-            "minicluster-controller-networkpolicies.minicluster.dev")
+            "minicluster-controller-networkpolicies.minicluster.dev",
+            "minicluster-controller-delete.minicluster.dev",
+            "minicluster-controller-delete-job.minicluster.dev")
 
 
 def check_policies(objects, controller_user, c):
@@ -350,6 +352,29 @@ def check_policies(objects, controller_user, c):
             if user[1] == CONTROLLER:
                 c.equal("system:serviceaccount:%s:%s" % user, controller_user,
                         f"{name}: the controller's identity")
+
+
+def check_controller_deletes(objects, controller_user, c):
+    """Each resource the controller's ClusterRole may delete is held by a
+    policy that matches DELETE of it by the controller's user (issue 51,
+    item 3: RBAC alone lets its token delete every MiniCluster)."""
+    policies = m.find(objects, POLICY_KINDS[0])
+    for role in m.find(objects, "ClusterRole", CONTROLLER):
+        for rule in role.get("rules", []):
+            if not {"delete", "deletecollection", "*"} & set(rule.get("verbs", [])):
+                continue
+            c.check("deletecollection" not in rule["verbs"] and "*" not in rule["verbs"],
+                    f"ClusterRole {CONTROLLER}: deletecollection or * on {rule['resources']} "
+                    "(a policy sees no object to check)")
+            for resource in rule.get("resources", []):
+                confined = [p["metadata"]["name"] for p in policies
+                            if controller_user in json.dumps(p["spec"].get("matchConditions", []))
+                            and any("DELETE" in r.get("operations", [])
+                                    and resource in r.get("resources", [])
+                                    for r in p["spec"].get("matchConstraints", {})
+                                    .get("resourceRules", []))]
+                c.check(confined, f"ClusterRole {CONTROLLER} may delete {resource}, and no "
+                        "admission policy matches that DELETE by the controller")
 
 
 def check_objects(objects, serve_flags, global_flags):
@@ -385,6 +410,7 @@ def check_objects(objects, serve_flags, global_flags):
     controller_user = check_controller_namespace(objects, c)
     if controller_user:
         check_policies(objects, controller_user, c)
+        check_controller_deletes(objects, controller_user, c)
     for ct in spec["containers"]:
         res = ct.get("resources", {})
         c.check("requests" in res and "limits" in res,
@@ -546,6 +572,11 @@ MUTATIONS = {
     "policy unbound": lambda o: o.remove(m.find(o, POLICY_KINDS[1],
                                                 "minicluster-controller-owner.minicluster.dev")[0]),
     "policy missing": lambda o: o.remove(_policy(o, "minicluster-controller-scope.minicluster.dev")),
+    "delete unconfined": lambda o: [
+        _policy(o, name)["spec"]["matchConstraints"]["resourceRules"][0].update(
+            operations=["UPDATE"])
+        for name in ("minicluster-controller-delete.minicluster.dev",
+                     "minicluster-controller-delete-job.minicluster.dev")],
     "key mode": lambda o: m.volume(
         m.pod_spec(m.find(o, "DaemonSet", DS_NAME)[0]),
         "master-key")["secret"].update(defaultMode=0o440),
