@@ -18,7 +18,10 @@ Runs on scripts/controlplane --node with the project installed from deploy/
   Flux (app-busybox), its brokers run from the driver's Flux view (issue 39):
   create -> wired and -> Ready, against the Flux-in-image one.
 
-Then the scheduler's throughput (issue 50): Fluxion and sched-simple, each
+Then the view against Flux in the image (issue 50, item 4): per size and
+round, the two persistent MiniClusters one after the other, create ->
+every broker started, rank 0's rc1, wired and Ready; and the scheduler's
+throughput (issue 50): Fluxion and sched-simple, each
 in one persistent MiniCluster of the view, jobs/s for FCC_BENCH_SCHED_JOBS
 (default 500) one-core `true` jobs.
 
@@ -27,7 +30,8 @@ Prints numbers; asserts only that what it measures happened.
   unshare -m --propagation private bench/lifecycle_bench.py
 Env: FCC_DRIVER (the flux-curve-csi binary), FCC_BENCH_SIZES (default
 1,3,8), FCC_BENCH_ROUNDS (default 1), FCC_BENCH_CSV (a CSV of the rows for
-bench/plot_lifecycle.py). scripts/bench-lifecycle builds, runs and plots.
+bench/plot_lifecycle.py), FCC_BENCH_PARTS (default lifecycle,view,scheduler).
+scripts/bench-lifecycle builds, runs and plots.
 """
 
 import collections
@@ -206,6 +210,93 @@ def bench_lifecycle(work, sizes=SIZES, rounds=ROUNDS):
     print("  bytes written per pod for Flux: 0 with the view (a read-only bind of the node's copy)")
 
 
+def broker_states(pod, ns):
+    """When the pod's broker entered each state (flux dmesg: `<event>:
+    <old>-><new>`), wall time (epoch s) by new state: join is the broker's
+    start, init its parent reached, quorum rc1 done, run every rank in."""
+    out = kubectl("exec", "-n", ns, pod, "--", "flux", "dmesg").stdout
+    states = {}
+    for m in re.finditer(r"^(\S+)Z broker\.\w+\[\d+\]: [\w-]+: ([\w-]+)->([\w-]+) ", out, re.M):
+        when = datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.timezone.utc)
+        states.setdefault(m.group(3), when.timestamp())
+    lines = [l for l in out.splitlines() if "->" in l]
+    check("join" in states and "quorum" in states, f"{pod}: dmesg names join and quorum: {lines}")
+    return states
+
+
+def view_phases(name, ns, size, image):
+    """One persistent MiniCluster, create -> each phase (s): every broker
+    started (the last pod's `join`), rank 0's rc1 (its init -> quorum),
+    wired (rank 0 in `run`), every pod Ready."""
+    t0 = time.time()
+    apply(minicluster(name, ns, size, image=image))
+    wait_for(f"{name}: every pod Ready", lambda: ready_pods(name, ns, size), timeout=300, interval=0.2)
+    ready = time.time() - t0
+    pods = [p["metadata"]["name"] for p in pods_of(name, ns)]
+    states = [broker_states(p, ns) for p in pods]
+    check("run" in states[0], f"{name}: rank 0 never entered run")
+    phases = {"started": max(s["join"] for s in states) - t0,
+              "rc1": states[0]["quorum"] - states[0]["init"],
+              "wired": states[0]["run"] - t0, "ready": ready}
+    delete_and_time_gone(name, ns)
+    return phases
+
+
+def driver_view_copy_ms():
+    """The driver's own figure for copying and verifying the view at start."""
+    for pod in items("pods", "flux-curve-csi", "app.kubernetes.io/name=flux-curve-csi"):
+        out = kubectl("logs", "-n", "flux-curve-csi", pod["metadata"]["name"], "-c", "driver",
+                      check_rc=False).stdout
+        m = re.search(r"copied to \S+ and verified in (\d+) ms", out)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def bench_view(work, sizes=SIZES, rounds=ROUNDS):
+    """The view against Flux in the image (issue 50, item 4): per size and
+    round, a persistent MiniCluster of the Flux test image (fromImage) and
+    one of app-busybox from the view, one after the other."""
+    ns = "view-bench"
+    create_namespace(ns)
+    # Each image's first container on the node unpacks its snapshot: not
+    # in the rows.
+    for label, image in (("image", None), ("view", app("app-busybox"))):
+        apply(minicluster(f"warmup-{label}", ns, 1, image=image))
+        wait_for("warmup Running", lambda: running_pods(f"warmup-{label}", ns, 1), timeout=300)
+        delete_and_time_gone(f"warmup-{label}", ns)
+    runs = collections.defaultdict(list)
+    for round_ in range(rounds):
+        for size in sizes:
+            for label, image in (("image", None), ("view", app("app-busybox"))):
+                phases = view_phases(f"{label}{size}r{round_}", ns, size, image)
+                runs[(size, label)].append(phases)
+                log(f"size {size} {label}: " + " ".join(f"{k} {v:.2f}s" for k, v in phases.items()))
+    print(f"\nThe view against Flux in the image, create -> phase, seconds, "
+          f"median of {rounds} (min-max):")
+    print(f"{'size':>4} {'from':>6} {'started':>17} {'rc1 (rank 0)':>17} {'wired':>17} "
+          f"{'Ready':>17}")
+
+    def cell(values):
+        values = sorted(values)
+        return f"{values[len(values) // 2]:5.2f} ({values[0]:.2f}-{values[-1]:.2f})"
+
+    for size in sizes:
+        for label in ("image", "view"):
+            rs = runs[(size, label)]
+            print(f"{size:>4} {label:>6} " + " ".join(
+                f"{cell([r[k] for r in rs]):>17}" for k in ("started", "rc1", "wired", "ready")))
+        ratio = sorted(v["wired"] / i["wired"] for v, i in zip(runs[(size, "view")],
+                                                               runs[(size, "image")]))
+        target = "  (target <= 1.1)" if size == 8 else ""
+        print(f"     view/image wired: median {ratio[len(ratio) // 2]:.2f}, "
+              f"{ratio[0]:.2f}-{ratio[-1]:.2f}{target}")
+    copy_ms = driver_view_copy_ms()
+    print("  the driver's copy of the view at its start: " +
+          (f"{copy_ms} ms" if copy_ms is not None else "not in its log (copied by an earlier start)"))
+    return runs
+
+
 def submit_throughput(flux, jobs):
     """`jobs` one-core `true` jobs submitted at once to the instance whose
     `flux` this is, until the queue is empty: jobs per second."""
@@ -238,6 +329,9 @@ def bench_scheduler(work, jobs=SCHED_JOBS):
     return rates
 
 
+PARTS = {"lifecycle": bench_lifecycle, "view": bench_view, "scheduler": bench_scheduler}
+
 if __name__ == "__main__":
-    main([bench_lifecycle, bench_scheduler], needs_controller=False, crd=False,
+    parts = os.environ.get("FCC_BENCH_PARTS", "lifecycle,view,scheduler").split(",")
+    main([PARTS[p] for p in parts], needs_controller=False, crd=False,
          node_images=all_images, setup=install)
