@@ -14,18 +14,35 @@ using nlohmann::json;
 
 constexpr char kIndexLabel[] = "batch.kubernetes.io/job-completion-index";
 
-const json& BrokerTerminated(const json& pod) {
+// The broker container's state `which` (terminated, running), or null.
+const json& BrokerState(const json& pod, const char* which) {
   const json& statuses =
       kube::FieldAt(kube::FieldAt(pod, "status"), "containerStatuses");
   if (statuses.is_array()) {
     for (const json& s : statuses) {
       if (kube::StringAt(s, "name") == kBrokerContainerName) {
-        return kube::FieldAt(kube::FieldAt(s, "state"), "terminated");
+        return kube::FieldAt(kube::FieldAt(s, "state"), which);
       }
     }
   }
   static const json kNone;
   return kNone;
+}
+
+const json& BrokerTerminated(const json& pod) {
+  return BrokerState(pod, "terminated");
+}
+
+// Ready went False after the broker started: it had been up (a new pod's
+// Ready is False from before its container starts). RFC 3339 times in
+// seconds compare as strings.
+bool UnreadySinceStarted(const json& pod) {
+  const json* ready = kube::FindCondition(pod, "Ready");
+  const std::string& started =
+      kube::StringAt(BrokerState(pod, "running"), "startedAt");
+  return ready != nullptr && kube::StringAt(*ready, "status") == "False" &&
+         !started.empty() &&
+         kube::StringAt(*ready, "lastTransitionTime") > started;
 }
 
 // Kubernetes' DisruptionTarget reasons (k8s.io/api/core/v1), in words.
@@ -54,6 +71,9 @@ std::string WhyDown(const json& pod) {
   }
   if (kube::FieldAt(pod, "metadata").contains("deletionTimestamp")) {
     return "pod deleted";
+  }
+  if (UnreadySinceStarted(pod)) {
+    return "not usable: its readiness probe says why";
   }
   return "";
 }
@@ -104,18 +124,27 @@ void TrimPodForCache(json& pod) {
   for (const char* type : {"Ready", "DisruptionTarget"}) {
     if (const json* c = kube::FindCondition(pod, type); c != nullptr) {
       json kept{{"type", type}, {"status", kube::StringAt(*c, "status")}};
-      if (c->contains("reason")) kept["reason"] = (*c)["reason"];
+      for (const char* key : {"reason", "lastTransitionTime"}) {
+        if (c->contains(key)) kept[key] = (*c)[key];
+      }
       status["conditions"].push_back(std::move(kept));
     }
   }
-  const json& terminated = BrokerTerminated(pod);
-  if (terminated.is_object()) {
-    json t = json::object();
+  json state = json::object();
+  if (const json& terminated = BrokerTerminated(pod); terminated.is_object()) {
+    json& t = state["terminated"] = json::object();
     for (const char* key : {"exitCode", "reason"}) {
       if (terminated.contains(key)) t[key] = terminated[key];
     }
+  }
+  if (const std::string& started =
+          kube::StringAt(BrokerState(pod, "running"), "startedAt");
+      !started.empty()) {
+    state["running"] = {{"startedAt", started}};
+  }
+  if (!state.empty()) {
     status["containerStatuses"] = json::array(
-        {{{"name", kBrokerContainerName}, {"state", {{"terminated", t}}}}});
+        {{{"name", kBrokerContainerName}, {"state", std::move(state)}}});
   }
   pod = json{{"metadata", std::move(metadata)}, {"status", std::move(status)}};
 }

@@ -55,15 +55,40 @@ std::string ShellQuote(std::string_view text) {
   return quoted + "'";
 }
 
+// Ready also means the scheduler can use this rank: rank 0's resource
+// module has it online, in R, and neither drained, excluded nor torpid. A
+// broker can be in `run` while its rank is unusable (drained for a
+// mismatch with R, or by hand), and a MiniCluster counted whole would hide
+// that. A rank in `run` is online a moment later on rank 0: waited for
+// here, briefly, so Ready still comes the moment it is true.
+constexpr char kReadinessCheck[] = R"(import flux, sys, time
+from flux.idset import IDset
+h = flux.Flux()
+try:
+    h.rpc('state-machine.wait').get()
+except OSError as e:
+    sys.exit(f'broker not in state run: {e}')
+rank = h.get_rank()
+for _ in range(50):
+    s = h.rpc('resource.status', nodeid=0).get()
+    if rank in IDset(s['online']):
+        break
+    time.sleep(0.1)
+else:
+    sys.exit(f'rank {rank} is not online on rank 0')
+if not any(rank in IDset(e['rank']) for e in s['R']['execution']['R_lite']):
+    sys.exit(f'rank {rank} has no resources in the instance')
+for ids, d in s['drain'].items():
+    if rank in IDset(ids):
+        sys.exit(f"rank {rank} is drained: {d.get('reason') or 'no reason given'}")
+for key, what in (('exclude', 'excluded'), ('torpid', 'torpid')):
+    if rank in IDset(s.get(key, '')):
+        sys.exit(f'rank {rank} is {what}'))";
+
 json BrokerReadinessProbe(const std::string& flux) {
-  const char* check =
-      "import flux, sys\n"
-      "try:\n"
-      "    flux.Flux().rpc('state-machine.wait').get()\n"
-      "except OSError as e:\n"
-      "    sys.exit(f'broker not in state run: {e}')";
   return json{
-      {"exec", {{"command", json::array({flux, "python", "-c", check})}}},
+      {"exec",
+       {{"command", json::array({flux, "python", "-c", kReadinessCheck})}}},
       {"periodSeconds", 5},
       {"timeoutSeconds", 10},
       {"failureThreshold", 3}};

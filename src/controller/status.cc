@@ -215,7 +215,8 @@ json DegradedCondition(const MiniCluster& mc, const Verdict& verdict, int ready,
       {"message",
        degraded ? of_size + " brokers ready" + DownText(pods, admitted) +
                       ": a lost broker pod is replaced under its index and "
-                      "rejoins the instance"
+                      "rejoins the instance; a rank Flux cannot use counts "
+                      "again once it can"
        : verdict.state == State::kRunning
            ? of_size + " brokers ready"
            : "the MiniCluster is " + StateName(verdict.state)},

@@ -95,6 +95,33 @@ TEST(DownBrokers, ListsTheFirstFewAndCountsTheRest) {
   EXPECT_EQ(DownBrokers({}, kMaxDownListed).find("more"), std::string::npos);
 }
 
+json Running(json pod, const std::string& started, const std::string& unready) {
+  pod["status"]["phase"] = "Running";
+  pod["status"]["conditions"][0]["lastTransitionTime"] = unready;
+  pod["status"]["containerStatuses"] =
+      json::array({{{"name", "flux-broker"},
+                    {"ready", false},
+                    {"state", {{"running", {{"startedAt", started}}}}}}});
+  return pod;
+}
+
+// A broker whose Ready went False after it started had been up: its probe
+// says why (not in run, or its rank drained, excluded, torpid or not in
+// R). A new pod's Ready is False from before its broker starts.
+TEST(DownBrokers, ABrokerUnreadySinceItStartedIsNotUsable) {
+  const auto pods =
+      Trimmed({Pod(0, "00", true),
+               Running(Pod(1, "00", false), "2026-12-03T10:00:05Z",
+                       "2026-12-03T10:02:00Z"),
+               Running(Pod(2, "00", false), "2026-12-03T10:00:05Z",
+                       "2026-12-03T10:00:01Z"),
+               Running(Pod(3, "00", false), "2026-12-03T10:00:05Z",
+                       "2026-12-03T10:00:05Z")});
+  EXPECT_EQ(DownBrokers(pods, 4),
+            "index 1 (not usable: its readiness probe says why), index 2 "
+            "(replacement starting), index 3 (replacement starting)");
+}
+
 TEST(TrimPodForCache, KeepsWhatDownBrokersReadsAndNoMore) {
   json pod = Disrupted(Terminated(Pod(2, "00", false), 75, "Error"),
                        "PreemptionByScheduler");

@@ -330,6 +330,10 @@ TEST(DesiredJob, ReadyOnlyOnceTheLocalBrokerIsInStateRun) {
   // Answered once the broker is in state run, an error after it.
   EXPECT_NE(check.find("rpc('state-machine.wait').get()"), std::string::npos);
   EXPECT_NE(check.find("except OSError"), std::string::npos);
+  // Then whether the scheduler can use the rank, from rank 0's resource
+  // module (minicluster_node: test_follower_lost_without_cpu_request
+  // drains a rank).
+  EXPECT_NE(check.find("rpc('resource.status', nodeid=0)"), std::string::npos);
   // It may wait for the instance: longer than a period, so that one probe
   // spans the wait and passes as the broker gets there.
   EXPECT_GT(probe["timeoutSeconds"], probe["periodSeconds"]);

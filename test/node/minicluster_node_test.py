@@ -708,9 +708,34 @@ def test_follower_lost_without_cpu_request(work):
              "flux run -N3 hostname after index 2 rejoined, no CPU request")
     modules = kubectl("exec", "-n", ns, lead, "--", "flux", "module", "list", timeout=60).stdout
     check("sched-fluxion-qmanager" in modules, f"Fluxion schedules: {modules}")
+    check_schedulable_counted(name, ns, lead, pods[2]["metadata"]["name"])
     uids = [p["metadata"]["uid"] for p in pods]
     kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
+
+
+def check_schedulable_counted(name, ns, lead, pod2):
+    """Rank 2 drained, its broker still in `run`: the scheduler cannot use
+    it, so the MiniCluster is 2/3 and Degraded, and index 2's probe says
+    why; undrained, whole again (issue 50, item 5)."""
+    def brokers():
+        return (get("miniclusters.minicluster.dev", name, ns) or {}).get("status", {}).get("brokers")
+
+    check_eq(brokers(), "3/3", "brokers before the drain")
+    t0 = time.monotonic()
+    kubectl("exec", "-n", ns, lead, "--", "flux", "resource", "drain", "2", "e2e maintenance")
+    message = wait_for("Degraded naming index 2 as not usable", lambda: (
+        lambda m: m if "index 2 (not usable" in m else None)(degraded_message(name, ns)),
+        timeout=60)
+    check_eq(brokers(), "2/3", "brokers with rank 2 drained")
+    probe = wait_for("index 2's probe naming the drain", lambda: next(
+        (e["message"] for e in events_of(pod2, ns)
+         if e.get("reason") == "Unhealthy" and "rank 2 is drained: e2e maintenance" in e["message"]),
+        None), timeout=30)
+    log(f"drained -> Degraded in {time.monotonic() - t0:.1f}s: {message}; {probe.strip()[:160]}")
+    kubectl("exec", "-n", ns, lead, "--", "flux", "resource", "undrain", "2")
+    wait_for("Degraded cleared after the undrain", lambda: degraded(name, ns) == "False", timeout=60)
+    check_eq(brokers(), "3/3", "brokers after the undrain")
 
 
 def test_follower_lost_mid_run(work):
