@@ -35,24 +35,33 @@ scripts/bench-lifecycle builds, runs and plots.
 """
 
 import collections
+import contextlib
 import datetime
+import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
+import uuid
+
+import yaml  # python3-yaml (scripts/install-deps)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
 from minicluster_node_test import (flux_image, index0_logs, minicluster,  # noqa: E402
                                    pods_of, ready_pods, running_pods, state, wait_gone)
 from view_node_test import all_images, app, persistent_lead  # noqa: E402
-from node_lib import install  # noqa: E402
+from node_lib import driver_image, install  # noqa: E402
 from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
 
 SIZES = [int(s) for s in os.environ.get("FCC_BENCH_SIZES", "1,3,8").split(",")]
 ROUNDS = int(os.environ.get("FCC_BENCH_ROUNDS", "1"))
 SCHED_JOBS = int(os.environ.get("FCC_BENCH_SCHED_JOBS", "500"))
 RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+VIEW = "flux-core-0.88.0"  # the driver's default view
+VIEWS_IN_DRIVER_IMAGE = "/usr/share/flux-curve-csi/views"  # src/driver/main.cc
 # One size-round, in seconds; also the CSV's columns.
 Row = collections.namedtuple("Row", "size floor wired ready gone_persistent ephemeral_done gone_ephemeral "
                              "wired_view ready_view")
@@ -224,22 +233,93 @@ def broker_states(pod, ns):
     return states
 
 
-def view_phases(name, ns, size, image):
-    """One persistent MiniCluster, create -> each phase (s): every broker
-    started (the last pod's `join`), rank 0's rc1 (its init -> quorum),
-    wired (rank 0 in `run`), every pod Ready."""
+def timed_phases(name, ns, size, create):
+    """create(), then create -> each phase (s): every broker started (the
+    last pod's `join`), rank 0's rc1 (its init -> quorum), wired (rank 0
+    in `run`), every pod Ready."""
     t0 = time.time()
-    apply(minicluster(name, ns, size, image=image))
+    create()
     wait_for(f"{name}: every pod Ready", lambda: ready_pods(name, ns, size), timeout=300, interval=0.2)
     ready = time.time() - t0
-    pods = [p["metadata"]["name"] for p in pods_of(name, ns)]
-    states = [broker_states(p, ns) for p in pods]
+    states = [broker_states(p["metadata"]["name"], ns) for p in pods_of(name, ns)]
     check("run" in states[0], f"{name}: rank 0 never entered run")
-    phases = {"started": max(s["join"] for s in states) - t0,
-              "rc1": states[0]["quorum"] - states[0]["init"],
-              "wired": states[0]["run"] - t0, "ready": ready}
+    return {"started": max(s["join"] for s in states) - t0,
+            "rc1": states[0]["quorum"] - states[0]["init"],
+            "wired": states[0]["run"] - t0, "ready": ready}
+
+
+def view_phases(name, ns, size, image):
+    """timed_phases of a persistent MiniCluster of `image` (None: the Flux
+    test image, fromImage); then deleted."""
+    phases = timed_phases(name, ns, size, lambda: apply(minicluster(name, ns, size, image=image)))
     delete_and_time_gone(name, ns)
     return phases
+
+
+def copied_view_objects(name, ns, size):
+    """The Service and Job the controller renders for a busybox MiniCluster
+    of the view, with the view delivered the peers' way (flux-operator's and
+    Kubeflow Trainer's flux-view init container): an init container copies
+    it from an image (here the driver's, which carries it) into an
+    emptyDir, mounted where the driver's read-only bind would be. No such
+    MiniCluster exists: the objects own nothing and are owned by nothing."""
+    mc = minicluster(name, ns, size, image=app("app-busybox"))
+    mc["metadata"]["uid"] = str(uuid.uuid4())
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(mc, f)
+        f.flush()
+        out = subprocess.run([os.environ["FCC_CONTROLLER"], "render", "-f", f.name],
+                             capture_output=True, text=True, check=True).stdout
+    objs = [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Service", "Job")]
+    check(len(objs) == 2, f"render gave a Service and a Job: {out[:200]}")
+    for obj in objs:
+        obj["metadata"].pop("ownerReferences", None)
+    job = next(o for o in objs if o["kind"] == "Job")
+    job["spec"]["suspend"] = False
+    pod = job["spec"]["template"]["spec"]
+    pod["volumes"] = [v if v["name"] != "flux-view" else {"name": "flux-view", "emptyDir": {}}
+                      for v in pod["volumes"]]
+    pod["initContainers"] = [{
+        "name": "flux-view", "image": driver_image(),
+        "command": ["cp", "-R", f"{VIEWS_IN_DRIVER_IMAGE}/{VIEW}/.", "/mnt/flux/"],
+        "volumeMounts": [{"name": "flux-view", "mountPath": "/mnt/flux"}],
+        "resources": RESOURCES}]
+    return objs
+
+
+def copied_view_phases(name, ns, size):
+    """timed_phases of copied_view_objects; then deleted."""
+    objs = copied_view_objects(name, ns, size)
+    try:
+        phases = timed_phases(name, ns, size, lambda: [apply(o) for o in objs])
+    except Exception:
+        log(kubectl("describe", "pods", "-n", ns, "-l", f"minicluster.dev/name={name}",
+                    check_rc=False).stdout[-3000:])
+        log(kubectl("describe", "job", name, "-n", ns, check_rc=False).stdout[-1500:])
+        raise
+    uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
+    kubectl("delete", "job", name, "-n", ns, "--cascade=foreground", "--wait=true", timeout=120)
+    kubectl("delete", "service", name, "-n", ns)
+    wait_gone(name, ns, uids)
+    return phases
+
+
+@contextlib.contextmanager
+def admission_policies_unbound():
+    """The install's admission policy bindings deleted, and put back after:
+    they admit a Job with a cert volume only from minicluster-controller for
+    a MiniCluster, which the copied-view Jobs are not."""
+    saved = [b for b in json.loads(kubectl("get", "validatingadmissionpolicybindings", "-o",
+                                           "json").stdout)["items"]
+             if b["metadata"]["name"].endswith(".minicluster.dev")]
+    for b in saved:
+        kubectl("delete", "validatingadmissionpolicybinding", b["metadata"]["name"])
+    try:
+        yield
+    finally:
+        for b in saved:
+            apply({k: v for k, v in b.items() if k != "status"} | {"metadata": {
+                "name": b["metadata"]["name"], "labels": b["metadata"].get("labels", {})}})
 
 
 def driver_view_copy_ms():
@@ -266,12 +346,16 @@ def bench_view(work, sizes=SIZES, rounds=ROUNDS):
         wait_for("warmup Running", lambda: running_pods(f"warmup-{label}", ns, 1), timeout=300)
         delete_and_time_gone(f"warmup-{label}", ns)
     runs = collections.defaultdict(list)
-    for round_ in range(rounds):
-        for size in sizes:
-            for label, image in (("image", None), ("view", app("app-busybox"))):
-                phases = view_phases(f"{label}{size}r{round_}", ns, size, image)
-                runs[(size, label)].append(phases)
-                log(f"size {size} {label}: " + " ".join(f"{k} {v:.2f}s" for k, v in phases.items()))
+    ways = (("image", lambda n, size: view_phases(n, ns, size, None)),
+            ("view", lambda n, size: view_phases(n, ns, size, app("app-busybox"))),
+            ("copy", lambda n, size: copied_view_phases(n, ns, size)))
+    with admission_policies_unbound():
+        for round_ in range(rounds):
+            for size in sizes:
+                for label, run in ways:
+                    phases = run(f"{label}{size}r{round_}", size)
+                    runs[(size, label)].append(phases)
+                    log(f"size {size} {label}: " + " ".join(f"{k} {v:.2f}s" for k, v in phases.items()))
     print(f"\nThe view against Flux in the image, create -> phase, seconds, "
           f"median of {rounds} (min-max):")
     print(f"{'size':>4} {'from':>6} {'started':>17} {'rc1 (rank 0)':>17} {'wired':>17} "
@@ -282,7 +366,7 @@ def bench_view(work, sizes=SIZES, rounds=ROUNDS):
         return f"{values[len(values) // 2]:5.2f} ({values[0]:.2f}-{values[-1]:.2f})"
 
     for size in sizes:
-        for label in ("image", "view"):
+        for label, _ in ways:
             rs = runs[(size, label)]
             print(f"{size:>4} {label:>6} " + " ".join(
                 f"{cell([r[k] for r in rs]):>17}" for k in ("started", "rc1", "wired", "ready")))
@@ -291,6 +375,10 @@ def bench_view(work, sizes=SIZES, rounds=ROUNDS):
         target = "  (target <= 1.1)" if size == 8 else ""
         print(f"     view/image wired: median {ratio[len(ratio) // 2]:.2f}, "
               f"{ratio[0]:.2f}-{ratio[-1]:.2f}{target}")
+        saved = sorted(c["wired"] - v["wired"] for c, v in zip(runs[(size, "copy")],
+                                                               runs[(size, "view")]))
+        print(f"     copied view minus view, wired: median {saved[len(saved) // 2]:.2f}s, "
+              f"{saved[0]:.2f}-{saved[-1]:.2f}s")
     copy_ms = driver_view_copy_ms()
     print("  the driver's copy of the view at its start: " +
           (f"{copy_ms} ms" if copy_ms is not None else "not in its log (copied by an earlier start)"))
