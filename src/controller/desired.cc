@@ -59,11 +59,20 @@ std::string ShellQuote(std::string_view text) {
 // module has it online, in R, and neither drained, excluded nor torpid. A
 // broker can be in `run` while its rank is unusable (drained for a
 // mismatch with R, or by hand), and a MiniCluster counted whole would hide
-// that. A rank in `run` is online a moment later on rank 0: waited for
-// here, briefly, so Ready still comes the moment it is true.
+// that. The broker's socket appears a moment after the container starts,
+// and a rank in `run` is online on rank 0 a moment later: both waited for
+// here, briefly, so that the first probe, run as the container starts,
+// passes the moment it is true instead of a period later.
 constexpr char kReadinessCheck[] = R"(import flux, sys, time
 from flux.idset import IDset
-h = flux.Flux()
+for _ in range(50):
+    try:
+        h = flux.Flux()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit('no broker: its local socket does not answer')
 try:
     h.rpc('state-machine.wait').get()
 except OSError as e:
