@@ -601,6 +601,22 @@ DELETE_POLICY = "minicluster-controller-delete.minicluster.dev"
 DELETE_JOB_POLICY = "minicluster-controller-delete-job.minicluster.dev"
 
 
+def wait_all(what, pending, timeout=90):
+    """Waits until pending() (what is not so yet) is empty; on a timeout,
+    logs what still was not."""
+    last = []
+
+    def done():
+        last[:] = pending()
+        return not last
+
+    try:
+        wait_for(what, done, timeout=timeout)
+    except Exception:
+        log(f"{what}: still not: {last}")
+        raise
+
+
 def test_controller_delete(work):
     """Issue 51, item 3: the controller's ClusterRole may delete every
     MiniCluster (for spec.ttlSecondsAfterFinished). Under controller.yaml
@@ -692,20 +708,10 @@ def test_controller_delete(work):
         if o["kind"] == "ValidatingAdmissionPolicyBinding":
             kubectl("delete", "validatingadmissionpolicybinding", o["metadata"]["name"],
                     "--ignore-not-found")
-    last = []
-
-    def out_of_force():
-        last[:] = [r.stderr.strip() for r in (delete(name) for _, name, _ in refused)
-                   if r.returncode != 0]
-        return not last
-
-    try:
-        # New policies and their param informers (every Job, for
-        # delete-job) may take a while on a loaded API server.
-        wait_for("the delete policies out of force", out_of_force, timeout=90)
-    except Exception:
-        log(f"deletes still refused: {last}")
-        raise
+    # New policies and their param informers may take a while on a loaded
+    # API server.
+    wait_all("the delete policies out of force", lambda: [
+        r.stderr.strip() for r in (delete(name) for _, name, _ in refused) if r.returncode != 0])
     for what, name, _ in refused:
         check_admitted(delete(name), f"deleting {what}, no controller policy")
     for what, spec in job_edits:
@@ -713,16 +719,9 @@ def test_controller_delete(work):
 
     # 2. controller.yaml as shipped.
     kubectl("apply", "-f", CONTROLLER_POLICY)
-    def in_force():
-        last[:] = [what for what, name, _ in refused if delete(name).returncode == 0] + [
-            what for what, spec in job_edits if job_apply(spec).returncode == 0]
-        return not last
-
-    try:
-        wait_for("the delete policies in force", in_force, timeout=90)
-    except Exception:
-        log(f"still admitted: {last}")
-        raise
+    wait_all("the delete policies in force", lambda: [
+        what for what, name, _ in refused if delete(name).returncode == 0] + [
+        what for what, spec in job_edits if job_apply(spec).returncode == 0])
     for what, name, policy in refused:
         r = delete(name)
         check(r.returncode != 0 and f"ValidatingAdmissionPolicy '{policy}'" in r.stderr,
