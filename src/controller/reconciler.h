@@ -57,7 +57,7 @@ struct ReconcileResult {
 
   static ReconcileResult Done() { return {}; }
   static ReconcileResult Retry(RetryReason reason, std::string detail) {
-    return {reason, std::move(detail)};
+    return {reason, std::move(detail), std::nullopt};
   }
   bool retry() const { return reason != RetryReason::kNone; }
   // Keeps the first reason to retry.
