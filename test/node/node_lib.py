@@ -71,16 +71,42 @@ def our_mounts():
     return found
 
 
-def driver_rss_kib():
-    """VmRSS of the DaemonSet's driver process(es) on the node, in KiB: the
-    pod's whole footprint, as it has one container of one process."""
-    rss = []
+def _in_this_nodes_container(pid):
+    """Whether `pid` runs in a container of this test's node: one of its
+    ancestors is a containerd shim in this test's mount namespace. Other
+    tests' drivers on the same machine (the sanitizer runs' own) are not."""
+    me = os.stat("/proc/self/ns/mnt").st_ino
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        if comm.startswith("containerd-shim"):
+            return os.stat(f"/proc/{pid}/ns/mnt").st_ino == me
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+    return False
+
+
+def driver_pids():
+    """The DaemonSet's driver process(es) on this node."""
+    pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
-            if not (argv[0].endswith(b"flux-curve-csi") and b"--registration-dir=/registration" in argv):
-                continue
+            if argv[0].endswith(b"flux-curve-csi") and b"serve" in argv \
+                    and _in_this_nodes_container(int(pid)):
+                pids.append(int(pid))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def driver_rss_kib():
+    """VmRSS of the DaemonSet's driver process(es) on the node, in KiB: the
+    pod's whole footprint, as it has one container of one process."""
+    rss = []
+    for pid in driver_pids():
+        try:
             with open(f"/proc/{pid}/status") as f:
                 rss += [int(l.split()[1]) for l in f if l.startswith("VmRSS:")]
         except OSError:

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from node_lib import (KUBELET_PODS, NAMESPACE, archive_name, daemonset_ready,  # noqa: E402
-                      driver_pod, image_archive, install)
+                      driver_pids, driver_pod, image_archive, install)
 import minicluster_node_test  # noqa: E402
 from minicluster_node_test import (index0_logs, minicluster, pods_of, ready_pods,  # noqa: E402
                                    state, wait_gone)
@@ -91,19 +91,6 @@ def test_busybox_ephemeral(work):
     out = run_ephemeral(ns, "bb", app("app-busybox"), 3, ["flux", "run", "-N3", "hostname"])
     for i in range(3):
         check(f"bb-{i}\n" in out, f"index 0 printed bb-{i}: {out[-600:]}")
-
-
-def driver_pids():
-    pids = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[0].endswith(b"flux-curve-csi") and b"serve" in argv:
-            pids.append(int(pid))
-    return pids
 
 
 def test_busybox_persistent_and_driver_kill(work):
