@@ -721,7 +721,8 @@ def check_schedulable_counted(name, ns, lead, pod2):
     def brokers():
         return (get("miniclusters.minicluster.dev", name, ns) or {}).get("status", {}).get("brokers")
 
-    check_eq(brokers(), "3/3", "brokers before the drain")
+    # The rejoined rank counts once its probe has seen it usable (every 5 s).
+    wait_for("3/3 brokers before the drain", lambda: brokers() == "3/3", timeout=60)
     t0 = time.monotonic()
     kubectl("exec", "-n", ns, lead, "--", "flux", "resource", "drain", "2", "e2e maintenance")
     message = wait_for("Degraded naming index 2 as not usable", lambda: (
