@@ -6,6 +6,9 @@
 # paths relative to the build dir); CCACHE_NOHASHDIR lets debug builds hit
 # across build dirs. The cache sits with the project's other caches
 # (FCC_CACHE, default ~/.cache/flux-curve-csi), unless CCACHE_DIR says where.
+# A definition that carries a path of the clone (a test's data file, the
+# driver binary) goes on the files that read it, not on their target, or
+# every file of the target would miss in another clone.
 option(FCC_CCACHE "Compile through ccache when it is installed" ON)
 find_program(FCC_CCACHE_PROGRAM ccache)
 
