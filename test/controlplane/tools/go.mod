@@ -1,6 +1,7 @@
 // Tools module for the test control plane (issue 5): pins the Kubernetes
 // release whose kube-apiserver, kube-controller-manager and kubectl the
-// harness builds, and the etcd server that release is tested with.
+// harness builds, the etcd server that release is tested with, and the
+// kustomize its kubectl embeds (scripts/install-kustomize).
 // k8s.io/kubernetes is not meant to be used as a library: its staging
 // modules are required at v0.0.0 and must be replaced with the published
 // v0.N.M that match the release (see scripts/build-controlplane).
@@ -11,6 +12,7 @@ go 1.25.0
 require (
 	go.etcd.io/etcd/server/v3 v3.6.5
 	k8s.io/kubernetes v1.35.4
+	sigs.k8s.io/kustomize/kustomize/v5 v5.7.1
 )
 
 require (
@@ -112,6 +114,7 @@ require (
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	github.com/sergi/go-diff v1.2.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/cobra v1.10.0 // indirect
@@ -194,7 +197,7 @@ require (
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/kustomize/api v0.20.1 // indirect
-	sigs.k8s.io/kustomize/kustomize/v5 v5.7.1 // indirect
+	sigs.k8s.io/kustomize/cmd/config v0.20.1 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.20.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect

@@ -1,7 +1,8 @@
 //go:build tools
 
-// Package tools records the main packages scripts/build-controlplane builds,
-// so that `go mod tidy` keeps their dependencies in go.mod/go.sum.
+// Package tools records the main packages scripts/build-controlplane and
+// scripts/install-kustomize build, so that `go mod tidy` keeps their
+// dependencies in go.mod/go.sum.
 package tools
 
 import (
@@ -11,4 +12,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "sigs.k8s.io/kustomize/kustomize/v5"
 )
