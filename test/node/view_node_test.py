@@ -158,15 +158,17 @@ def test_busybox_persistent_and_driver_kill(work):
 
 def kubelet_mountinfo():
     """kubelet's mount namespace's mountinfo: where a pod's volume comes
-    from, whatever namespace this test runs in."""
+    from, whatever namespace this test runs in. This node's kubelet: the one
+    in this test's network namespace (other node tests run beside it)."""
+    net = os.stat("/proc/self/ns/net").st_ino
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv0 = f.read().split(b"\0")[0]
+            if os.path.basename(argv0) == b"kubelet" and os.stat(f"/proc/{pid}/ns/net").st_ino == net:
+                return f"/proc/{pid}/mountinfo"
         except OSError:
             continue
-        if os.path.basename(argv0) == b"kubelet":
-            return f"/proc/{pid}/mountinfo"
     raise AssertionError("no kubelet process on the node")
 
 
