@@ -588,11 +588,19 @@ def evict(ns, pod):
 
 
 def kill_broker(ns, pod):
-    """SIGKILL to the broker inside the container, as the OOM killer would."""
-    kubectl("exec", "-n", ns, pod, "--", "sh", "-c",
-            # [r]: the pattern must not match this shell's own line.
-            "for d in /proc/[0-9]*; do case $(tr '\\0' ' ' <$d/cmdline) in "
-            "*flux-broke[r]*) kill -9 ${d#/proc/};; esac; done 2>/dev/null")
+    """SIGKILL to the broker inside the container, as the OOM killer would.
+    The container ends with its broker, and the runtime then SIGKILLs what is
+    left in it, this exec's process among them: rc 137 is that, not a fault.
+    The PIDs are gathered first and killed last, so that the teardown can
+    catch the shell only once it has sent the signal."""
+    r = kubectl("exec", "-n", ns, pod, "--", "sh", "-c",
+                # [r]: the pattern must not match this shell's own line.
+                "p=; for d in /proc/[0-9]*; do case $(tr '\\0' ' ' <$d/cmdline) in "
+                "*flux-broke[r]*) p=\"$p ${d#/proc/}\";; esac; done 2>/dev/null; "
+                "test -n \"$p\" || { echo no broker process >&2; exit 1; }; kill -9 $p",
+                check_rc=False)
+    check(r.returncode in (0, 137),
+          f"kill -9 of the broker in {pod}: rc={r.returncode}: {r.stderr.strip()}")
 
 
 def block_evictions(name, ns):
