@@ -86,19 +86,40 @@ def _in_this_nodes_container(pid):
     return False
 
 
-def driver_pids():
-    """The DaemonSet's driver process(es) on this node."""
-    pids = []
+def _processes():
+    """(pid, argv) of each process on the machine, but those gone meanwhile."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
+                yield int(pid), f.read().split(b"\0")
+        except OSError:
+            continue
+
+
+def driver_pids():
+    """The DaemonSet's driver process(es) on this node."""
+    pids = []
+    for pid, argv in _processes():
+        try:
             if argv[0].endswith(b"flux-curve-csi") and b"serve" in argv \
-                    and _in_this_nodes_container(int(pid)):
-                pids.append(int(pid))
+                    and _in_this_nodes_container(pid):
+                pids.append(pid)
         except (OSError, ValueError):
             continue
     return pids
+
+
+def this_nodes_kubelet():
+    """The PID of this node's kubelet: the one in this test's network
+    namespace (other node tests' kubelets run beside it)."""
+    net = os.stat("/proc/self/ns/net").st_ino
+    for pid, argv in _processes():
+        try:
+            if os.path.basename(argv[0]) == b"kubelet" and os.stat(f"/proc/{pid}/ns/net").st_ino == net:
+                return pid
+        except OSError:
+            continue
+    raise AssertionError("no kubelet process on this node")
 
 
 def driver_rss_kib():

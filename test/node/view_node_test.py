@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from node_lib import (KUBELET_PODS, NAMESPACE, archive_name, daemonset_ready,  # noqa: E402
-                      driver_pids, driver_pod, image_archive, install)
+                      driver_pids, driver_pod, image_archive, install, this_nodes_kubelet)
 import minicluster_node_test  # noqa: E402
 from minicluster_node_test import (index0_logs, minicluster, pods_of, ready_pods,  # noqa: E402
                                    state, wait_gone)
@@ -158,18 +158,8 @@ def test_busybox_persistent_and_driver_kill(work):
 
 def kubelet_mountinfo():
     """kubelet's mount namespace's mountinfo: where a pod's volume comes
-    from, whatever namespace this test runs in. This node's kubelet: the one
-    in this test's network namespace (other node tests run beside it)."""
-    net = os.stat("/proc/self/ns/net").st_ino
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv0 = f.read().split(b"\0")[0]
-            if os.path.basename(argv0) == b"kubelet" and os.stat(f"/proc/{pid}/ns/net").st_ino == net:
-                return f"/proc/{pid}/mountinfo"
-        except OSError:
-            continue
-    raise AssertionError("no kubelet process on the node")
+    from, whatever namespace this test runs in."""
+    return f"/proc/{this_nodes_kubelet()}/mountinfo"
 
 
 def set_driver_env(value):
