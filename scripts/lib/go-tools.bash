@@ -1,6 +1,7 @@
 # Sourced by the scripts that build a Go tool from a pinned tools module
-# (build-controlplane, build-kueue, build-coredns, install-helm): one scheme
-# for all of them, so that a change to it reaches every tool.
+# (build-controlplane, build-kueue, build-coredns, install-helm), and by
+# align-tools-module for its Go: one scheme for all of them, so that a
+# change to it reaches every tool.
 #
 # The sourcing script sets `me` (its name, for messages) and `tools` (its
 # tools module's dir), and marks its build recipe with `# BEGIN RECIPE` and
@@ -67,7 +68,8 @@ tools_go_build() {
 # Builds PACKAGE into the executable OUT by way of a temp name, so that a
 # killed build never leaves a half-written binary behind.
 tools_go_build_one() {
-  local out=$1
-  tools_go_build "$(dirname "$out")/.$(basename "$out").tmp" "$2"
-  mv -f "$(dirname "$out")/.$(basename "$out").tmp" "$out"
+  local out=$1 tmp
+  tmp="$(dirname "$1")/.$(basename "$1").tmp"
+  tools_go_build "$tmp" "$2"
+  mv -f "$tmp" "$out"
 }
