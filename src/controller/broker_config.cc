@@ -46,6 +46,12 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
   }
   toml += SchedulerConfig(mc.spec.flux.scheduler);
   toml += "[tbon]\ntopo = \"" + TbonTopo(mc) + "\"\n";
+  if (!mc.ephemeral()) {
+    // Rank 0's KVS root is otherwise saved only at a clean stop: a broker
+    // that crashed would restart with none of its jobs. One small write to
+    // the statedir every 2 s.
+    toml += "[kvs]\ncheckpoint-period = \"2s\"\n";
+  }
   return toml;
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/names.h"
 #include "common/volume_contract.h"
+#include "controller/broker_programs.h"
 #include "controller/quantity.h"
 #include "kube/object_meta.h"
 
@@ -26,16 +27,6 @@ json PodSecurityContext(const FluxUser& user) {
   return ctx;
 }
 
-// Ready once the local broker is in state `run`: a follower gets there only
-// after joining its parent, rank 0 only after every rank has joined. So with
-// Kueue's waitForPodsReady a MiniCluster whose brokers never wire up stays
-// unready. `state-machine.wait` answers once the broker is in `run` (an
-// error after it), so a probe started while the instance wires up passes
-// the moment it is up, not a period later, and one Python start covers up
-// to timeoutSeconds of waiting. Asked through flux-core's Python bindings,
-// which every Flux instance needs anyway (rc1 is `flux modprobe`, Python),
-// with no shell or grep: `flux uptime` crashes (SIGSEGV) in flux-core 0.88
-// when the broker's uid has no passwd entry, as in many application images.
 // A view's flux(1) is run by its path in the container (kViewFluxPath):
 // started from its own directory, flux adds nothing of the view to PATH.
 std::string FluxCommand(const MiniCluster& mc, const DesiredOptions& opts) {
@@ -55,52 +46,15 @@ std::string ShellQuote(std::string_view text) {
   return quoted + "'";
 }
 
-// Ready also means the scheduler can use this rank: rank 0's resource
-// module has it online, in R, and neither drained, excluded nor torpid. A
-// broker can be in `run` while its rank is unusable (drained for a
-// mismatch with R, or by hand), and a MiniCluster counted whole would hide
-// that. The broker's socket appears a moment after the container starts,
-// and a rank in `run` is online on rank 0 a moment later: both waited for
-// here, briefly, so that the first probe, run as the container starts,
-// passes the moment it is true instead of a period later.
-constexpr char kReadinessCheck[] = R"(import flux, sys, time
-from flux.idset import IDset
-for _ in range(50):
-    try:
-        h = flux.Flux()
-        break
-    except OSError:
-        time.sleep(0.1)
-else:
-    sys.exit('no broker: its local socket does not answer')
-try:
-    h.rpc('state-machine.wait').get()
-except OSError as e:
-    sys.exit(f'broker not in state run: {e}')
-rank = h.get_rank()
-for _ in range(50):
-    s = h.rpc('resource.status', nodeid=0).get()
-    if rank in IDset(s['online']):
-        break
-    time.sleep(0.1)
-else:
-    sys.exit(f'rank {rank} is not online on rank 0')
-if not any(rank in IDset(e['rank']) for e in s['R']['execution']['R_lite']):
-    sys.exit(f'rank {rank} has no resources in the instance')
-for ids, d in s['drain'].items():
-    if rank in IDset(ids):
-        sys.exit(f"rank {rank} is drained: {d.get('reason') or 'no reason given'}")
-for key, what in (('exclude', 'excluded'), ('torpid', 'torpid')):
-    if rank in IDset(s.get(key, '')):
-        sys.exit(f'rank {rank} is {what}'))";
-
-json BrokerReadinessProbe(const std::string& flux) {
-  return json{
-      {"exec",
-       {{"command", json::array({flux, "python", "-c", kReadinessCheck})}}},
-      {"periodSeconds", 5},
-      {"timeoutSeconds", 10},
-      {"failureThreshold", 3}};
+// Every call in the check is bounded by 8 s (broker_programs.h), inside
+// kubelet's 10.
+json BrokerReadinessProbe(const std::string& flux, const DesiredOptions& opts) {
+  return json{{"exec",
+               {{"command", json::array({flux, "python", "-c", ReadinessCheck(),
+                                         ReadyFile(opts)})}}},
+              {"periodSeconds", 5},
+              {"timeoutSeconds", 10},
+              {"failureThreshold", 3}};
 }
 
 // Ours first: a user's own env entry of a name comes later and wins.
@@ -166,7 +120,7 @@ json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
                               {"containerPort", mc.spec.broker_port},
                               {"protocol", "TCP"}}})},
       {"env", ContainerEnv(mc, opts)},
-      {"readinessProbe", BrokerReadinessProbe(FluxCommand(mc, opts))},
+      {"readinessProbe", BrokerReadinessProbe(FluxCommand(mc, opts), opts)},
       {"volumeMounts", VolumeMounts(mc, opts)}};
   if (mc.spec.command) container["args"] = *mc.spec.command;
   if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
@@ -252,6 +206,10 @@ std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts) {
 
 std::string FluxRunDir(const DesiredOptions& opts) {
   return opts.run_mount_path + "/flux";
+}
+
+std::string ReadyFile(const DesiredOptions& opts) {
+  return opts.run_mount_path + "/flux-broker-ready";
 }
 
 std::expected<void, std::string> CheckDesiredOptions(
@@ -394,39 +352,122 @@ std::string TrapTerm() {
          std::to_string(kLeadLostExit) + "' TERM\n";
 }
 
-std::string ExitCodeWrapper() {
+// Waits for the broker and exits when the pod should end; falls through
+// (to a restart) when a broker that crashed can come back in this pod: a
+// follower (it rejoins its parent, a restarted rank 0 included) and a
+// persistent lead (its statedir keeps the queue and the KVS). An ephemeral
+// lead's program cannot be resumed. The restart budget
+// (kBrokerRestartsInPod) is reset by a broker that stayed up
+// kStableBrokerSeconds; past it the pod ends, as before, and the Job's
+// podFailurePolicy decides. /proc/uptime: the shell has no clock of its
+// own, and only builtins may run before the broker is reaped.
+std::string BrokerExitRules(const MiniCluster& mc) {
   const std::string replace = std::to_string(kReplaceBrokerExit);
   const std::string lead_lost = std::to_string(kLeadLostExit);
-  return "pid=$!\n"
-         "[ \"$term\" = 0 ] || kill -TERM \"$pid\" 2>/dev/null || :\n"
-         "rc=0\n"
-         "wait \"$pid\" || rc=$?\n"
-         "while kill -0 \"$pid\" 2>/dev/null; do rc=0; wait \"$pid\" || "
-         "rc=$?; done\n"
-         "if [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ]; then\n"
-         "  [ \"$term$rc\" = 00 ] && exit 0\n"
-         "  exit " +
-         replace +
-         "\n"
-         "fi\n"
-         "[ \"$term\" = 1 ] && exit " +
-         lead_lost +
-         "\n"
-         "case $rc in " +
-         replace + "|137) exit " + lead_lost +
-         " ;; esac\n"
-         "exit \"$rc\"\n";
+  const std::string budget = std::to_string(kBrokerRestartsInPod);
+  std::string rules =
+      "pid=$!\n"
+      "[ \"$term\" = 0 ] || kill -TERM \"$pid\" 2>/dev/null || :\n"
+      "rc=0\n"
+      "wait \"$pid\" || rc=$?\n"
+      "while kill -0 \"$pid\" 2>/dev/null; do rc=0; wait \"$pid\" || "
+      "rc=$?; done\n"
+      "if [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ]; then\n"
+      "  [ \"$term\" = 0 ] || exit " +
+      replace +
+      "\n"
+      "  [ \"$rc\" != 0 ] || exit 0\n"
+      "else\n"
+      "  [ \"$term\" = 0 ] || exit " +
+      lead_lost + "\n";
+  if (mc.ephemeral()) {
+    rules += "  case $rc in " + replace + "|137) exit " + lead_lost +
+             " ;; esac\n"
+             "  exit \"$rc\"\n";
+  } else {
+    rules += "  [ \"$rc\" != 0 ] || exit 0\n";
+  }
+  rules +=
+      "fi\n"
+      "read -r up _ </proc/uptime\n"
+      "[ $((${up%.*} - started)) -lt " +
+      std::to_string(kStableBrokerSeconds) +
+      " ] || restarts=0\n"
+      "restarts=$((restarts + 1))\n"
+      "if [ \"$restarts\" -gt " +
+      budget +
+      " ]; then\n"
+      "  echo \"flux-broker: the broker exited $rc, failing " +
+      budget +
+      " restarts in a row: this pod ends\" >&2\n"
+      "  [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || exit " +
+      lead_lost +
+      "\n"
+      "  exit " +
+      replace +
+      "\n"
+      "fi\n"
+      "echo \"flux-broker: the broker exited $rc: restarting it in this pod "
+      "($restarts of " +
+      budget + ")\" >&2\n";
+  return rules;
+}
+
+// Persistent MiniClusters admitted whole only: rank 0 runs rc1 without a
+// scheduler and SchedulerGate loads it once every rank is up. An initial
+// program would pass FLUX_SCHED_MODULE on to instances it starts, and
+// without the admitted count (partial admission) the gate cannot know
+// which ranks are coming.
+bool GatesScheduler(const MiniCluster& mc) {
+  return !mc.ephemeral() && mc.MinSize() == mc.spec.size;
+}
+
+// The lead's gate, started before its broker (nothing may fork between
+// the broker's start and its wait).
+std::string SchedulerGateCommand(const MiniCluster& mc,
+                                 const std::string& flux) {
+  return "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
+         "  [ -z \"$gate\" ] || kill \"$gate\" 2>/dev/null || :\n  " +
+         flux + " python -c " + ShellQuote(SchedulerGate()) + " " +
+         std::to_string(mc.spec.size) + " " + flux + " " +
+         ShellQuote(kGateStopReason) +
+         " &\n"
+         "  gate=$!\n"
+         "fi\n";
+}
+
+std::string BrokerCommand(const MiniCluster& mc, const DesiredOptions& opts) {
+  const std::string config = opts.config_mount_path + "/broker.toml";
+  std::string command = GatesScheduler(mc) ? "FLUX_SCHED_MODULE=$sched " : "";
+  command += FluxCommand(mc, opts) + " start --config-path=" + config +
+             " -Srundir=" + FluxRunDir(opts) +
+             " -Sstatedir=" + FluxRunDir(opts) + "/state" +
+             " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
+             " -Slocal-uri=" + FluxLocalUri(opts);
+  // Kueue may admit fewer brokers (partial admission): the instance starts
+  // with minSize online, the ranks not admitted stay down.
+  if (mc.MinSize() < mc.spec.size) {
+    command += " -Sbroker.quorum=" + std::to_string(mc.MinSize());
+  }
+  if (mc.ephemeral()) {
+    // Only rank 0 runs the initial program; when it exits the instance
+    // shuts down and every follower broker exits 0.
+    return command + " -- \"$@\" &\n";
+  }
+  // No initial program: the instance stays up until it is shut down. The
+  // run and state dirs outlive a broker that exits, for the next one.
+  return command +
+         " -Sbroker.rc2_none=1 -Srundir-cleanup=0 -Sstatedir-cleanup=0 &\n";
 }
 
 }  // namespace
 
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
-  const std::string config = opts.config_mount_path + "/broker.toml";
   std::string script;
   script += "# Written by minicluster-controller; the same for every index.\n";
   script += "set -eu\n";
   script += "printf '%s' " + ShellQuote(FluxBrokerConfig(mc, opts)) + " > " +
-            config + "\n";
+            opts.config_mount_path + "/broker.toml\n";
   script += "printf '%s' " + ShellQuote(ShellRc()) + " > " +
             opts.config_mount_path + "/" + kShellRcFile + "\n";
   script += NodeResourceCommand(mc, opts, FluxCommand(mc, opts));
@@ -440,25 +481,18 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   // 0's statedir goes in it too (else TMPDIR or /var/tmp, which an image
   // need not have).
   script += TrapTerm();
-  script += FluxCommand(mc, opts) + " start --config-path=" + config +
-            " -Srundir=" + FluxRunDir(opts) +
-            " -Sstatedir=" + FluxRunDir(opts) + "/state" +
-            " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
-            " -Slocal-uri=" + FluxLocalUri(opts);
-  // Kueue may admit fewer brokers (partial admission): the instance starts
-  // with minSize online, the ranks not admitted stay down.
-  if (mc.MinSize() < mc.spec.size) {
-    script += " -Sbroker.quorum=" + std::to_string(mc.MinSize());
+  if (GatesScheduler(mc)) {
+    script +=
+        "sched=\ngate=\n[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || "
+        "sched=none\n";
   }
-  if (mc.ephemeral()) {
-    // Only rank 0 runs the initial program; when it exits the instance
-    // shuts down and every follower broker exits 0.
-    script += " -- \"$@\" &\n";
-  } else {
-    // No initial program: the instance stays up until it is shut down.
-    script += " -Sbroker.rc2_none=1 &\n";
-  }
-  script += ExitCodeWrapper();
+  script += "restarts=0\nwhile :; do\n";
+  script += "read -r up _ </proc/uptime\nstarted=${up%.*}\n";
+  if (GatesScheduler(mc))
+    script += SchedulerGateCommand(mc, FluxCommand(mc, opts));
+  script += BrokerCommand(mc, opts);
+  script += BrokerExitRules(mc);
+  script += "done\n";
   return script;
 }
 

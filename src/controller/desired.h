@@ -26,6 +26,11 @@ inline constexpr char kViewShell[] = "/opt/flux/libexec/flux-view/sh";
 // instance goes on (replace it), and a lead broker lost (fail the Job).
 inline constexpr int kReplaceBrokerExit = 75;  // EX_TEMPFAIL
 inline constexpr int kLeadLostExit = 76;
+// A broker that crashes is restarted in its pod (StartScript) this many
+// times in a row; one that stayed up kStableBrokerSeconds starts a new
+// count. Past it the pod ends with the exit codes above.
+inline constexpr int kBrokerRestartsInPod = 3;
+inline constexpr int kStableBrokerSeconds = 600;
 
 // Settings of the whole controller (flags), not of one MiniCluster.
 struct DesiredOptions {
@@ -63,6 +68,9 @@ std::expected<void, std::string> CheckDesiredOptions(
 std::string FluxLocalUri(const DesiredOptions& opts);
 // /run/flux: the local socket's directory, made by the broker's user.
 std::string FluxRunDir(const DesiredOptions& opts);
+// /run/flux-broker-ready: the readiness probe's last verdict (beside the
+// run dir, which the broker makes).
+std::string ReadyFile(const DesiredOptions& opts);
 
 std::string ServiceName(const MiniCluster& mc);
 std::string JobName(const MiniCluster& mc);

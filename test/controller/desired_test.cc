@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -238,8 +239,9 @@ TEST(DesiredJob, PersistentRunsNoInitialProgram) {
   const json job = DesiredJob(Parse(object), DesiredOptions{});
   EXPECT_FALSE(Broker(job).contains("args"));
   const std::string script = Script(job);
-  EXPECT_NE(script.find("-Sbroker.rc2_none=1 &\n"), std::string::npos)
-      << script;
+  EXPECT_NE(script.find(" -Sbroker.rc2_none=1 "), std::string::npos) << script;
+  // Its KVS is checkpointed, so that a restarted rank 0 finds its jobs.
+  EXPECT_NE(script.find("checkpoint-period"), std::string::npos);
   EXPECT_EQ(script.find("\"$@\""), std::string::npos);
 }
 
@@ -323,17 +325,23 @@ TEST(DesiredJob, ReadyOnlyOnceTheLocalBrokerIsInStateRun) {
   const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
   const json& probe = Broker(job)["readinessProbe"];
   const json& command = probe["exec"]["command"];
-  ASSERT_EQ(command.size(), 4u);
+  ASSERT_EQ(command.size(), 5u);
   EXPECT_EQ(command[0], "/usr/local/bin/flux");  // the view's
   EXPECT_EQ(command[1], "python");
   const std::string check = command[3];
+  EXPECT_EQ(command[4], "/run/flux-broker-ready");
+  // Every call bounded inside kubelet's timeout.
+  EXPECT_NE(check.find("signal.alarm(8)"), std::string::npos);
+  EXPECT_LT(8, probe["timeoutSeconds"]);
   // Answered once the broker is in state run, an error after it.
-  EXPECT_NE(check.find("rpc('state-machine.wait').get()"), std::string::npos);
+  EXPECT_NE(check.find("answer(h.rpc('state-machine.wait'))"),
+            std::string::npos);
   EXPECT_NE(check.find("except OSError"), std::string::npos);
   // Then whether the scheduler can use the rank, from rank 0's resource
   // module (minicluster_node: test_follower_lost_without_cpu_request
   // drains a rank).
-  EXPECT_NE(check.find("rpc('resource.status', nodeid=0)"), std::string::npos);
+  EXPECT_NE(check.find("answer(h.rpc('resource.status', nodeid=0))"),
+            std::string::npos);
   // It may wait for the instance: longer than a period, so that one probe
   // spans the wait and passes as the broker gets there.
   EXPECT_GT(probe["timeoutSeconds"], probe["periodSeconds"]);
@@ -627,13 +635,18 @@ class StartScriptRun {
   // The shell's exit code.
   int Run(const std::string& script, int index, const std::string& flux_body,
           bool term = false) {
-    std::filesystem::remove(dir_ + "/args");
-    std::filesystem::remove(dir_ + "/r-args");
+    for (const char* name : {"args", "r-args", "gate-args", "starts"}) {
+      std::filesystem::remove(dir_ + "/" + name);
+    }
     {
       std::ofstream flux(dir_ + "/bin/flux");
       // `flux R encode` (NodeResourceCommand) answers at once.
+      // `flux python` (the lead's scheduler gate) says it ran and ends.
       flux << "#!/bin/sh\nif [ \"$1\" = R ]; then printf '%s\\n' \"$@\" > "
            << dir_ << "/r-args; echo '{\"version\": 1}'; exit 0; fi\n"
+           << "if [ \"$1\" = python ]; then printf '%s\\n' \"$4\" \"$5\" > "
+           << dir_ << "/gate-args; exit 0; fi\n"
+           << "echo \"${FLUX_SCHED_MODULE-unset}\" >> " << dir_ << "/starts\n"
            << "printf '%s\\n' \"$@\" > " << dir_ << "/args.tmp\n"
            << "mv " << dir_ << "/args.tmp " << dir_ << "/args\n"
            << flux_body << "\n";
@@ -737,6 +750,75 @@ TEST(StartScript, ADeletedLeadExitsWithoutWaitingForItsBroker) {
                                    "while :; do sleep 0.05; done";
   EXPECT_EQ(run.Run(script, 0, stops_slowly, true), kLeadLostExit);
   EXPECT_FALSE(std::filesystem::exists(run.dir() + "/stopped"));
+}
+
+MiniCluster PersistentFromImage() {
+  json object = MiniClusterObject();
+  object["spec"]["flux"] = {{"fromImage", true}};
+  object["spec"].erase("command");
+  return Parse(object);
+}
+
+// How many times the script started a broker.
+int Starts(const StartScriptRun& run) {
+  const std::string starts = run.Read("starts");
+  return static_cast<int>(std::count(starts.begin(), starts.end(), '\n'));
+}
+
+// A broker that crashes comes back in its pod, kBrokerRestartsInPod times
+// in a row; the pod then ends as it did before restarts. `crash_twice`:
+// the third broker ends as its instance does.
+TEST(StartScript, ACrashedBrokerRestartsInItsPodWithinABudget) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  const std::string crash_twice =
+      "[ $(wc -l < " + run.dir() + "/starts) -ge 3 ] && exit 0; kill -9 $$";
+  const std::string persistent = StartScript(PersistentFromImage(), opts);
+  EXPECT_EQ(run.Run(persistent, 1, crash_twice), 0) << "follower";
+  EXPECT_EQ(Starts(run), 3);
+  EXPECT_EQ(run.Run(persistent, 1, "exit 1"), kReplaceBrokerExit)
+      << "follower, parent lost for good";
+  EXPECT_EQ(Starts(run), 1 + kBrokerRestartsInPod);
+  EXPECT_EQ(run.Run(persistent, 0, crash_twice), 0) << "persistent lead";
+  EXPECT_EQ(Starts(run), 3);
+  EXPECT_EQ(run.Run(persistent, 0, "kill -9 $$"), kLeadLostExit)
+      << "persistent lead crashing for good";
+  EXPECT_EQ(Starts(run), 1 + kBrokerRestartsInPod);
+  // An ephemeral lead's program cannot be resumed: no restart.
+  const std::string ephemeral = StartScript(EphemeralFromImage(), opts);
+  EXPECT_EQ(run.Run(ephemeral, 0, "kill -9 $$"), kLeadLostExit);
+  EXPECT_EQ(Starts(run), 1);
+  EXPECT_EQ(run.Run(ephemeral, 2, crash_twice), 0) << "ephemeral follower";
+  EXPECT_EQ(Starts(run), 3);
+  // A SIGTERM (pod deleted) is never a crash to restart from.
+  const std::string stops_on_term =
+      "trap 'exit 1' TERM; while :; do sleep 0.05; done";
+  EXPECT_EQ(run.Run(persistent, 1, stops_on_term, true), kReplaceBrokerExit);
+  EXPECT_EQ(Starts(run), 1);
+}
+
+// A persistent lead loads no scheduler in rc1 and starts the gate before
+// each broker; followers and ephemeral leads run rc1 as it is.
+TEST(StartScript, APersistentLeadGatesItsScheduler) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  const std::string persistent = StartScript(PersistentFromImage(), opts);
+  // The lead's broker ends once the gate has run; the others after as
+  // long as a gate (started first) would take to run.
+  const std::string after_gate =
+      "while [ ! -e " + run.dir() + "/gate-args ]; do sleep 0.01; done";
+  EXPECT_EQ(run.Run(persistent, 0, after_gate), 0);
+  EXPECT_EQ(run.Read("starts"), "none\n");
+  EXPECT_EQ(run.Read("gate-args"), "4\nflux\n");
+  EXPECT_EQ(run.Run(persistent, 1, "sleep 0.2"), 0);
+  EXPECT_EQ(run.Read("starts"), "\n");
+  EXPECT_EQ(run.Read("gate-args"), "");
+  EXPECT_EQ(run.Run(StartScript(EphemeralFromImage(), opts), 0, "sleep 0.2"),
+            0);
+  EXPECT_EQ(run.Read("starts"), "unset\n");
+  EXPECT_EQ(run.Read("gate-args"), "");
 }
 
 TEST(JobApplyBody, CarriesNoFieldKueueOwns) {

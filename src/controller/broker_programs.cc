@@ -1,0 +1,152 @@
+#include "controller/broker_programs.h"
+
+namespace fcc::controller {
+namespace {
+
+// Ready once the local broker is in state `run` (a follower gets there only
+// after joining its parent, rank 0 only after every rank has joined) and
+// rank 0's resource module has its rank online, in R, and neither drained,
+// excluded nor torpid: a broker can be in `run` while its rank is unusable.
+// The waits for the socket and for `run` let the first probe pass the
+// moment the broker is up, not a period later. Every call is bounded by
+// 8 s in all (kubelet's timeout is 10 s): a broker or rank 0 that does not
+// answer in time (stopped, swapping) repeats the last verdict, for as long
+// as flux-core's own heartbeat timeout (5 min) would keep a follower
+// waiting for a silent rank 0, so that a stall does not turn every pod
+// NotReady at once. A broker that is gone (no socket) is not ready.
+// No shell or grep: `flux uptime` crashes (SIGSEGV) in flux-core 0.88 when
+// the broker's uid has no passwd entry, as in many application images.
+constexpr char kReadinessCheck[] = R"(import errno, os, signal, sys, time
+import flux
+from flux.idset import IDset
+READY = sys.argv[1]
+def verdict(ok, why=''):
+    if ok:
+        open(READY, 'a').close()
+        os.utime(READY)
+        sys.exit(0)
+    try:
+        os.unlink(READY)
+    except OSError:
+        pass
+    sys.exit(why)
+def no_answer(*_):
+    try:
+        age = time.time() - os.stat(READY).st_mtime
+    except OSError:
+        sys.exit('no answer from the broker or rank 0 in 8 s')
+    if age > 300:
+        verdict(False, f'no answer from the broker or rank 0 for {age:.0f} s')
+    print(f'no answer from the broker or rank 0 in 8 s: ready as {age:.0f} s ago')
+    sys.exit(0)
+# An RPC blocked in flux-core's C code runs no Python signal handler:
+# each has its own deadline; the alarm bounds the rest (the connect).
+deadline = time.monotonic() + 7.5
+def answer(rpc):
+    return rpc.wait_for(max(0.1, deadline - time.monotonic())).get()
+signal.signal(signal.SIGALRM, no_answer)
+signal.alarm(8)
+for _ in range(30):
+    try:
+        h = flux.Flux()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    verdict(False, 'no broker: its local socket does not answer')
+try:
+    answer(h.rpc('state-machine.wait'))
+except OSError as e:
+    if e.errno == errno.ETIMEDOUT:
+        no_answer()
+    verdict(False, f'broker not in state run: {e}')
+rank = h.get_rank()
+while True:
+    try:
+        s = answer(h.rpc('resource.status', nodeid=0))
+    except OSError:
+        no_answer()
+    if rank in IDset(s['online']):
+        break
+    if time.monotonic() > deadline - 1:
+        verdict(False, f'rank {rank} is not online on rank 0')
+    time.sleep(0.1)
+if not any(rank in IDset(e['rank']) for e in s['R']['execution']['R_lite']):
+    verdict(False, f'rank {rank} has no resources in the instance')
+for ids, d in s['drain'].items():
+    if rank in IDset(ids):
+        verdict(False, f"rank {rank} is drained: {d.get('reason') or 'no reason given'}")
+for key, what in (('exclude', 'excluded'), ('torpid', 'torpid')):
+    if rank in IDset(s.get(key, '')):
+        verdict(False, f'rank {rank} is {what}')
+verdict(True))";
+
+// Fluxion's fcfs refuses for good a job asking for more nodes than are up
+// (flux-sched's request_feasible: ENODEV), and its backfilling policies let
+// later jobs pass it; a stopped queue holds every job in submission order
+// and the job manager cancels the alloc requests it had sent. So: no
+// scheduler until every rank is online (a restarted rank 0's pending jobs
+// would otherwise meet followers not yet back), then the queue stopped
+// while any rank is offline. Polled: resource.status is answered on rank 0
+// itself, and a follower lost is noticed there after about 2 s anyway.
+constexpr char kSchedulerGate[] = R"(import subprocess, sys, time
+import flux
+from flux.hostlist import Hostlist
+from flux.idset import IDset
+size, flux_cmd, REASON = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+want = IDset(f'0-{size - 1}')
+def say(text):
+    print(f'minicluster-gate: {text}', file=sys.stderr, flush=True)
+# Its broker's only: a gate whose broker is gone ends (the start script
+# starts a new one with the next broker). Rank 0 is in `run` once every
+# rank has joined (quorum) and rc1 is done.
+for _ in range(600):
+    try:
+        h = flux.Flux()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit('minicluster-gate: no broker: its local socket does not answer')
+try:
+    h.rpc('state-machine.wait').get()
+except OSError as e:
+    sys.exit(f'minicluster-gate: the broker did not get to state run: {e}')
+hosts = Hostlist(h.attr_get('hostlist'))
+def offline():
+    online = IDset(h.rpc('resource.status', nodeid=0).wait_for(30).get()['online'])
+    return IDset([r for r in want if r not in online])
+def named(ranks):
+    return ', '.join(f'{hosts[r]} (rank {r})' for r in ranks)
+try:
+    while offline():
+        time.sleep(0.2)
+    loaded = subprocess.run([flux_cmd, 'modprobe', 'load', 'sched', 'feasibility'])
+    say('every broker is online: ' + ('the scheduler is loaded' if loaded.returncode == 0
+        else f'flux modprobe load sched feasibility exited {loaded.returncode}'))
+    ours = False
+    while True:
+        down = offline()
+        q = h.rpc('job-manager.queue-status', {}).wait_for(30).get()
+        if down and q['start']:
+            h.rpc('job-manager.queue-start', {'start': False, 'all': True, 'nocheckpoint': True,
+                  'reason': REASON + named(down)}).wait_for(30).get()
+            ours = True
+            say(f'queue stopped until {named(down)} are back')
+        elif ours and not down:
+            if not q['start'] and q.get('stop_reason', '').startswith(REASON):
+                h.rpc('job-manager.queue-start', {'start': True, 'all': True,
+                      'nocheckpoint': True}).wait_for(30).get()
+                say('every broker is back: queue started')
+            ours = False
+        time.sleep(0.2)
+except (OSError, EOFError) as e:
+    sys.exit(f'minicluster-gate: stopped with the broker: {e}'))";
+
+}  // namespace
+
+std::string ReadinessCheck() { return kReadinessCheck; }
+
+std::string SchedulerGate() { return kSchedulerGate; }
+
+}  // namespace fcc::controller

@@ -1,0 +1,28 @@
+// The Python programs the broker pods run beside their broker, through
+// flux-core's own Python bindings (every Flux instance has them: rc1 is
+// `flux modprobe`), so an image needs no Python or shell of its own. Pure
+// text, for the start script and the pod template.
+#pragma once
+
+#include <string>
+
+namespace fcc::controller {
+
+// The readiness probe, `flux python -c CHECK READY_FILE`: exit 0 once the
+// local broker is in `run` and its rank is usable on rank 0. READY_FILE
+// keeps its last verdict, which it repeats (saying so) for up to 5 minutes
+// when the broker or rank 0 does not answer in time.
+std::string ReadinessCheck();
+
+// Rank 0's scheduler gate, `flux python -c GATE SIZE FLUX REASON`: loads the
+// scheduler once ranks 0..SIZE-1 are online (the broker runs rc1 without
+// one, FLUX_SCHED_MODULE=none), then stops the queue while any of them is
+// offline and starts it again when all are back, so that a job waits for
+// a broker that is coming instead of being refused as unsatisfiable.
+std::string SchedulerGate();
+
+// What the gate writes as the queue's stop reason: a queue stopped with
+// any other reason (by a user) is never started by the gate.
+inline constexpr char kGateStopReason[] = "waiting for brokers: ";
+
+}  // namespace fcc::controller
