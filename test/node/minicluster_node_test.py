@@ -587,20 +587,21 @@ def evict(ns, pod):
                    input=body, check_rc=False)
 
 
-def kill_broker(ns, pod):
-    """SIGKILL to the broker inside the container, as the OOM killer would.
-    The container ends with its broker, and the runtime then SIGKILLs what is
-    left in it, this exec's process among them: rc 137 is that, not a fault.
-    The PIDs are gathered first and killed last, so that the teardown can
-    catch the shell only once it has sent the signal."""
+def signal_broker(ns, pod, sig="-9"):
+    """A signal to the broker inside the container: SIGKILL as the OOM
+    killer would, SIGSTOP as a stall. The start script restarts a broker
+    that crashed; the rc 137 accepted is the container's teardown killing
+    this exec when the pod ends with its broker (a budget spent). The PIDs
+    are gathered first and signalled last, so that a teardown can catch
+    the shell only once it has sent the signal."""
     r = kubectl("exec", "-n", ns, pod, "--", "sh", "-c",
                 # [r]: the pattern must not match this shell's own line.
                 "p=; for d in /proc/[0-9]*; do case $(tr '\\0' ' ' <$d/cmdline) in "
                 "*flux-broke[r]*) p=\"$p ${d#/proc/}\";; esac; done 2>/dev/null; "
-                "test -n \"$p\" || { echo no broker process >&2; exit 1; }; kill -9 $p",
+                f"test -n \"$p\" || {{ echo no broker process >&2; exit 1; }}; kill {sig} $p",
                 check_rc=False)
     check(r.returncode in (0, 137),
-          f"kill -9 of the broker in {pod}: rc={r.returncode}: {r.stderr.strip()}")
+          f"kill {sig} of the broker in {pod}: rc={r.returncode}: {r.stderr.strip()}")
 
 
 def block_evictions(name, ns):
@@ -611,6 +612,11 @@ def block_evictions(name, ns):
                     "selector": {"matchLabels": {"minicluster.dev/name": name}}}})
 
 
+def flux_out(ns, pod, *args):
+    """A flux command's stdout in `pod`, stripped."""
+    return kubectl("exec", "-n", ns, pod, "--", "flux", *args, timeout=60).stdout.strip()
+
+
 def failed_condition(name, ns):
     mc = get("miniclusters.minicluster.dev", name, ns) or {}
     return next((c for c in mc.get("status", {}).get("conditions", [])
@@ -619,14 +625,15 @@ def failed_condition(name, ns):
 
 def test_follower_lost(work):
     """Persistent size 3. Index 2's pod deleted (its broker exits 0 on
-    SIGTERM; the pod must say 75, replace me), the broker in index 1's
-    container killed with SIGKILL, index 2 evicted (once refused by a
-    PodDisruptionBudget): each time a new broker of that index rejoins
+    SIGTERM; the pod must say 75, replace me), then evicted (once refused
+    by a PodDisruptionBudget): each time a new broker of that index rejoins
     (overlay full, `flux run -N3` on all three), the MiniCluster is Degraded
     in the gap and Running throughout, with one BrokerLost and one
     BrokersRejoined Event; the eviction is not counted against
-    spec.brokerRestarts. Then the lead's pod deleted: the MiniCluster
-    Failed, LeadBrokerLost, nothing replaced."""
+    spec.brokerRestarts. A `flux submit -N3` made while index 2 is down
+    waits and runs once it is back (the lead's scheduler gate). Then the
+    lead's pod deleted: the MiniCluster Failed, LeadBrokerLost, nothing
+    replaced."""
     ns, name = "mc-loss", "loss"
     create_namespace(ns)
     apply(minicluster(name, ns, 3))
@@ -635,13 +642,11 @@ def test_follower_lost(work):
     wait_for("status 3/3", lambda: (get("miniclusters.minicluster.dev", name, ns) or {}).get("status", {}).get(
         "brokers") == "3/3", timeout=60)
     counted = 0
-    for round_, (index, how) in enumerate(((2, "delete"), (1, "kill -9"), (2, "evict"))):
+    for round_, (index, how) in enumerate(((2, "delete"), (2, "evict"))):
         victim = pods[index]["metadata"]
         t0 = time.monotonic()
         if how == "delete":
             kubectl("delete", "pod", "-n", ns, victim["name"], "--wait=false")
-        elif how == "kill -9":
-            kill_broker(ns, victim["name"])
         else:
             block_evictions(name, ns)
             refused = wait_for("the disruption budget's status", lambda: (
@@ -655,6 +660,12 @@ def test_follower_lost(work):
         counted += how != "evict"
         wait_for(f"Degraded after index {index}'s {how}", lambda: degraded(name, ns) == "True",
                  timeout=60)
+        waiting = None
+        if how == "delete":
+            waiting = kubectl("exec", "-n", ns, lead, "--", "flux", "submit", "-N3", "hostname",
+                              timeout=60).stdout.strip()
+            log(f"submitted while index 2 is down: {waiting}; "
+                + flux_out(ns, lead, "queue", "status").replace("\n", "; "))
         message = wait_for(f"Degraded naming index {index}", lambda: (
             lambda m: m if f"down: index {index} (" in m else None)(degraded_message(name, ns)),
             timeout=30)
@@ -669,6 +680,12 @@ def test_follower_lost(work):
                       timeout=120).stdout
         check_eq(sorted(out.split()), [f"{name}-0", f"{name}-1", f"{name}-2"],
                  f"flux run -N3 hostname after index {index} rejoined")
+        if waiting:
+            check_eq(flux_out(ns, lead, "jobs", "-no", "{status}", waiting), "COMPLETED",
+                     "the job submitted while index 2 was down")
+            gate = [l for l in kubectl("logs", "-n", ns, lead, "--tail=-1").stdout.splitlines()
+                    if l.startswith("minicluster-gate:")]
+            log("the lead's gate: " + " | ".join(gate))
         wait_for("Degraded cleared", lambda: degraded(name, ns) == "False", timeout=60)
         check_eq(state(name, ns), "Running", "the MiniCluster throughout")
         job = get("job", name, ns)
@@ -689,6 +706,85 @@ def test_follower_lost(work):
     wait_for("no broker pod left running", lambda: not [
         p for p in pods_of(name, ns) if p["status"].get("phase") in ("Pending", "Running")],
         timeout=120)
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+    wait_gone(name, ns, uids)
+
+
+def job_status(ns, lead, jobid):
+    return flux_out(ns, lead, "jobs", "-no", "{status}", jobid)
+
+
+def run_answers(ns, lead, name):
+    """`flux run -N3 hostname` on all three brokers, else None."""
+    r = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N3", "hostname",
+                check_rc=False, timeout=60)
+    return r if r.returncode == 0 and sorted(r.stdout.split()) == [
+        f"{name}-0", f"{name}-1", f"{name}-2"] else None
+
+
+def test_broker_crash(work):
+    """Persistent size 3 (issue 60). A follower's broker SIGKILLed: back in
+    its own pod. Rank 0's broker SIGKILLed with a job running on every rank
+    and one pending: the instance answers `flux run -N3` again in the same
+    pods, the pending job kept and run, the running one ended by Flux's
+    exception, the MiniCluster Running throughout, nothing counted against
+    the Job. Rank 0 stopped (SIGSTOP) for longer than the readiness probe's
+    failure threshold: no pod goes NotReady (the probe repeats its last
+    verdict while rank 0 does not answer)."""
+    ns, name = "mc-crash", "crash"
+    create_namespace(ns)
+    apply(minicluster(name, ns, 3))
+    pods = wait_for("three brokers Running and Ready", lambda: ready_pods(name, ns, 3), timeout=240)
+    lead = pods[0]["metadata"]["name"]
+    uids = [p["metadata"]["uid"] for p in pods]
+    wait_for("flux run -N3", lambda: run_answers(ns, lead, name), timeout=60)
+
+    t0 = time.monotonic()
+    signal_broker(ns, pods[1]["metadata"]["name"])
+    wait_for("flux run -N3 after index 1's broker was killed",
+             lambda: run_answers(ns, lead, name), timeout=60)
+    log(f"index 1 broker kill -9 -> flux run -N3 answers: {time.monotonic() - t0:.1f}s")
+    logs = kubectl("logs", "-n", ns, pods[1]["metadata"]["name"], "--tail=-1").stdout
+    check("restarting it in this pod (1 of 3)" in logs, f"index 1 says it restarted: {logs[-400:]}")
+
+    running = flux_out(ns, lead, "submit", "-N3", "--exclusive", "sleep", "600")
+    pending = flux_out(ns, lead, "submit", "-N3", "hostname")
+    wait_for("the sleep running", lambda: job_status(ns, lead, running) == "RUN", timeout=60)
+    check_eq(job_status(ns, lead, pending), "SCHED", "the second job, waiting for the first")
+    t0 = time.monotonic()
+    signal_broker(ns, lead)
+    states = set()
+    while time.monotonic() - t0 < 120:
+        states.add(state(name, ns))
+        if run_answers(ns, lead, name):
+            break
+        time.sleep(0.5)
+    else:
+        check(False, "flux run -N3 never answered after rank 0's broker was killed")
+    log(f"rank 0 broker kill -9 -> flux run -N3 answers: {time.monotonic() - t0:.1f}s; "
+        f"MiniCluster states seen: {sorted(states)}")
+    check_eq(states, {"Running"}, "the MiniCluster while rank 0 restarted")
+    check_eq(job_status(ns, lead, pending), "COMPLETED", "the job pending at the crash")
+    lost = job_status(ns, lead, running)
+    check(lost in ("FAILED", "CANCELED", "TIMEOUT") or "EXCEPTION" in lost,
+          f"the job running at the crash ended by an exception: {lost}")
+    log(f"job running at the crash: {lost}; "
+        + flux_out(ns, lead, "job", "eventlog", running).splitlines()[-4])
+    check_eq([p["metadata"]["uid"] for p in pods_of(name, ns)], uids, "the pods, none replaced")
+    check_eq(get("job", name, ns)["status"].get("failed", 0), 0, "the Job's failed pods")
+
+    signal_broker(ns, lead, "-STOP")
+    t0 = time.monotonic()
+    unready = set()
+    while time.monotonic() - t0 < 30:  # the probe fails after 3 periods of 5 s
+        unready |= {p["metadata"]["name"] for p in pods_of(name, ns) if not ready(p)}
+        time.sleep(2)
+    signal_broker(ns, lead, "-CONT")
+    brokers = get("miniclusters.minicluster.dev", name, ns)["status"].get("brokers")
+    log(f"rank 0 stopped for 30 s: pods NotReady at any time: {sorted(unready) or 'none'}; "
+        f"status brokers {brokers}")
+    check_eq(unready, set(), "pods NotReady while rank 0 was stopped")
+    wait_for("flux run -N3 after rank 0 resumed", lambda: run_answers(ns, lead, name), timeout=60)
     kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
 
@@ -776,7 +872,8 @@ def test_follower_lost_mid_run(work):
 
 if __name__ == "__main__":
     main([test_ephemeral, test_persistent, test_unwired_stays_unready, test_unknown_uid_becomes_ready,
-          test_failing_command, test_follower_lost, test_follower_lost_without_cpu_request,
+          test_failing_command, test_follower_lost, test_broker_crash,
+          test_follower_lost_without_cpu_request,
           test_follower_lost_mid_run,
           test_other_miniclusters_cert_never_joins, test_recreated_gets_new_key,
           test_key_rotation],
