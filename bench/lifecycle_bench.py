@@ -23,14 +23,17 @@ round, the two persistent MiniClusters one after the other, create ->
 every broker started, rank 0's rc1, wired and Ready; and the scheduler's
 throughput (issue 50): Fluxion and sched-simple, each
 in one persistent MiniCluster of the view, jobs/s for FCC_BENCH_SCHED_JOBS
-(default 500) one-core `true` jobs.
+(default 500) one-core `true` jobs. And broker loss (issue 60): the time
+until `flux run -N<size>` answers again after a follower's broker, the
+lead's broker or a follower's pod is lost.
 
 Prints numbers; asserts only that what it measures happened.
 
   unshare -m --propagation private bench/lifecycle_bench.py
 Env: FCC_DRIVER (the flux-curve-csi binary), FCC_BENCH_SIZES (default
 1,3,8), FCC_BENCH_ROUNDS (default 1), FCC_BENCH_CSV (a CSV of the rows for
-bench/plot_lifecycle.py), FCC_BENCH_PARTS (default lifecycle,view,scheduler).
+bench/plot_lifecycle.py), FCC_BENCH_PARTS (default lifecycle,view,scheduler,loss),
+FCC_BENCH_LOSS_ROUNDS (default 5, at size 3; size 8 once).
 scripts/bench-lifecycle builds, runs and plots.
 """
 
@@ -51,7 +54,8 @@ import yaml  # python3-yaml (scripts/install-deps)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
 from minicluster_node_test import (flux_image, index0_logs, minicluster,  # noqa: E402
-                                   pods_of, ready_pods, running_pods, state, wait_gone)
+                                   pods_of, ready_pods, running_pods, signal_broker, state,
+                                   wait_gone)
 from view_node_test import all_images, app, persistent_lead  # noqa: E402
 from node_lib import driver_image, install  # noqa: E402
 from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
@@ -59,6 +63,9 @@ from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, ma
 SIZES = [int(s) for s in os.environ.get("FCC_BENCH_SIZES", "1,3,8").split(",")]
 ROUNDS = int(os.environ.get("FCC_BENCH_ROUNDS", "1"))
 SCHED_JOBS = int(os.environ.get("FCC_BENCH_SCHED_JOBS", "500"))
+# (size, rounds) of the loss part (issue 60): the median of five at size 3,
+# once at size 8.
+LOSS_ROUNDS = [(3, int(os.environ.get("FCC_BENCH_LOSS_ROUNDS", "5"))), (8, 1)]
 RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}}
 VIEW = "flux-core-0.88.0"  # the driver's default view
 VIEWS_IN_DRIVER_IMAGE = "/usr/share/flux-curve-csi/views"  # src/driver/main.cc
@@ -417,9 +424,70 @@ def bench_scheduler(work, jobs=SCHED_JOBS):
     return rates
 
 
-PARTS = {"lifecycle": bench_lifecycle, "view": bench_view, "scheduler": bench_scheduler}
+def run_answers(ns, lead, size):
+    """`flux run -N<size> hostname` from the lead printed every broker."""
+    r = kubectl("exec", "-n", ns, lead, "--", "flux", "run", f"-N{size}", "hostname",
+                check_rc=False, timeout=120)
+    return r.returncode == 0 and len(set(r.stdout.split())) == size
+
+
+def time_to_answer(ns, lead, size, lose, lost=lambda: True):
+    """lose(), then until `lost()` and `flux run -N<size>` answers again (s)."""
+    t0 = time.monotonic()
+    lose()
+    wait_for("the loss seen", lost, timeout=60, interval=0.1)
+    while not run_answers(ns, lead, size):
+        check(time.monotonic() - t0 < 300, "flux run never answered again")
+        time.sleep(0.2)
+    return time.monotonic() - t0
+
+
+def bench_loss(work, rounds=LOSS_ROUNDS):
+    """Issue 60: a persistent MiniCluster of the Flux test image, per size;
+    each round loses a follower's broker (SIGKILL), the lead's broker
+    (SIGKILL) and a follower's pod (deleted), and times each until `flux
+    run -N<size>` from the lead answers on every broker again."""
+    ns = "loss-bench"
+    create_namespace(ns)
+    times = collections.defaultdict(list)
+    for size, n in rounds:
+        name = f"loss-{size}"
+        apply(minicluster(name, ns, size, resources=RESOURCES))
+        pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=300)
+        lead = pods[0]["metadata"]["name"]
+        wait_for(f"{name}: flux run", lambda: run_answers(ns, lead, size), timeout=120)
+        for _ in range(n):
+            pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=300)
+            last = pods[-1]["metadata"]
+
+            def replaced():  # a new pod of that index: the old broker has stopped
+                return any(p["metadata"]["uid"] != last["uid"] for p in pods_of(name, ns)
+                           if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
+                           == str(size - 1))
+
+            for kind, lose, lost in (
+                    ("follower broker SIGKILL", lambda: signal_broker(ns, last["name"]),
+                     lambda: True),
+                    ("lead broker SIGKILL", lambda: signal_broker(ns, lead), lambda: True),
+                    ("follower pod deleted", lambda: kubectl(
+                        "delete", "pod", "-n", ns, last["name"], "--wait=false"), replaced)):
+                seconds = time_to_answer(ns, lead, size, lose, lost)
+                times[(size, kind)].append(seconds)
+                log(f"size {size}, {kind}: flux run -N{size} answers after {seconds:.1f}s")
+        kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+        wait_gone(name, ns, [])
+    print("\nUntil `flux run -N<size>` answers again after a loss (s):")
+    for (size, kind), ts in times.items():
+        ts = sorted(ts)
+        print(f"  size {size}, {kind:>24}: median {ts[len(ts) // 2]:.1f} "
+              f"(of {len(ts)}: {', '.join(f'{t:.1f}' for t in ts)})")
+    return times
+
+
+PARTS = {"lifecycle": bench_lifecycle, "view": bench_view, "scheduler": bench_scheduler,
+         "loss": bench_loss}
 
 if __name__ == "__main__":
-    parts = os.environ.get("FCC_BENCH_PARTS", "lifecycle,view,scheduler").split(",")
+    parts = os.environ.get("FCC_BENCH_PARTS", "lifecycle,view,scheduler,loss").split(",")
     main([PARTS[p] for p in parts], needs_controller=False, crd=False,
          node_images=all_images, setup=install)

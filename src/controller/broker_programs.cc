@@ -46,13 +46,8 @@ def answer(rpc):
     return rpc.wait_for(max(0.1, deadline - time.monotonic())).get()
 signal.signal(signal.SIGALRM, no_answer)
 signal.alarm(8)
-for _ in range(30):
-    try:
-        h = flux.Flux()
-        break
-    except OSError:
-        time.sleep(0.1)
-else:
+h = connect(30)
+if h is None:
     verdict(False, 'no broker: its local socket does not answer')
 try:
     answer(h.rpc('state-machine.wait'))
@@ -100,13 +95,8 @@ def say(text):
 # Its broker's only: a gate whose broker is gone ends (the start script
 # starts a new one with the next broker). Rank 0 is in `run` once every
 # rank has joined (quorum) and rc1 is done.
-for _ in range(600):
-    try:
-        h = flux.Flux()
-        break
-    except OSError:
-        time.sleep(0.1)
-else:
+h = connect(600)
+if h is None:
     sys.exit('minicluster-gate: no broker: its local socket does not answer')
 try:
     h.rpc('state-machine.wait').get()
@@ -143,10 +133,23 @@ try:
 except (OSError, EOFError) as e:
     sys.exit(f'minicluster-gate: stopped with the broker: {e}'))";
 
+// Both programs' way to the local broker, whose socket appears a moment
+// after the container (or a restarted broker) starts.
+constexpr char kConnect[] = R"(import time
+import flux
+def connect(tries):
+    for _ in range(tries):
+        try:
+            return flux.Flux()
+        except OSError:
+            time.sleep(0.1)
+    return None
+)";
+
 }  // namespace
 
-std::string ReadinessCheck() { return kReadinessCheck; }
+std::string ReadinessCheck() { return std::string(kConnect) + kReadinessCheck; }
 
-std::string SchedulerGate() { return kSchedulerGate; }
+std::string SchedulerGate() { return std::string(kConnect) + kSchedulerGate; }
 
 }  // namespace fcc::controller
