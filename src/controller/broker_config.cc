@@ -48,9 +48,10 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
   toml += "[tbon]\ntopo = \"" + TbonTopo(mc) + "\"\n";
   if (!mc.ephemeral()) {
     // Rank 0's KVS root is otherwise saved only at a clean stop: a broker
-    // that crashed would restart with none of its jobs. One small write to
-    // the statedir every 2 s.
-    toml += "[kvs]\ncheckpoint-period = \"2s\"\n";
+    // that crashed would restart with none of its jobs. Work from the last
+    // second is still lost; a checkpoint is one small write to the
+    // statedir, and none when nothing changed.
+    toml += "[kvs]\ncheckpoint-period = \"1s\"\n";
   }
   return toml;
 }

@@ -4,7 +4,8 @@ namespace fcc::controller {
 namespace {
 
 // Ready once the local broker is in state `run` (a follower gets there only
-// after joining its parent, rank 0 only after every rank has joined) and
+// after joining its parent, rank 0 only after every rank has joined), rank
+// 0 has a scheduler (SchedulerGate may load it a moment after `run`), and
 // rank 0's resource module has its rank online, in R, and neither drained,
 // excluded nor torpid: a broker can be in `run` while its rank is unusable.
 // The waits for the socket and for `run` let the first probe pass the
@@ -56,6 +57,13 @@ except OSError as e:
         no_answer()
     verdict(False, f'broker not in state run: {e}')
 rank = h.get_rank()
+if rank == 0:
+    try:
+        mods = answer(h.rpc('module.list'))['mods']
+    except OSError:
+        no_answer()
+    if not any('sched' in m.get('services', []) for m in mods):
+        verdict(False, 'rank 0 has no scheduler loaded (yet: it may wait for every broker)')
 while True:
     try:
         s = answer(h.rpc('resource.status', nodeid=0))
@@ -89,7 +97,6 @@ import flux
 from flux.hostlist import Hostlist
 from flux.idset import IDset
 size, flux_cmd, REASON = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-want = IDset(f'0-{size - 1}')
 def say(text):
     print(f'minicluster-gate: {text}', file=sys.stderr, flush=True)
 # Its broker's only: a gate whose broker is gone ends (the start script
@@ -105,15 +112,17 @@ except OSError as e:
 hosts = Hostlist(h.attr_get('hostlist'))
 def offline():
     online = IDset(h.rpc('resource.status', nodeid=0).wait_for(30).get()['online'])
-    return IDset([r for r in want if r not in online])
+    return [r for r in range(size) if r not in online]
 def named(ranks):
     return ', '.join(f'{hosts[r]} (rank {r})' for r in ranks)
-try:
+def load_scheduler(why):
+    loaded = subprocess.run([flux_cmd, 'modprobe', 'load', 'sched', 'feasibility'])
+    say(f'{why}: ' + ('the scheduler is loaded' if loaded.returncode == 0
+        else f'flux modprobe load sched feasibility exited {loaded.returncode}'))
+def gate():
     while offline():
         time.sleep(0.2)
-    loaded = subprocess.run([flux_cmd, 'modprobe', 'load', 'sched', 'feasibility'])
-    say('every broker is online: ' + ('the scheduler is loaded' if loaded.returncode == 0
-        else f'flux modprobe load sched feasibility exited {loaded.returncode}'))
+    load_scheduler('every broker is online')
     ours = False
     while True:
         down = offline()
@@ -130,8 +139,17 @@ try:
                 say('every broker is back: queue started')
             ours = False
         time.sleep(0.2)
+# A gate that fails for any reason but its broker's end loads the
+# scheduler if it had not: jobs are then refused as before, never stuck.
+try:
+    gate()
 except (OSError, EOFError) as e:
-    sys.exit(f'minicluster-gate: stopped with the broker: {e}'))";
+    sys.exit(f'minicluster-gate: stopped with the broker: {e}')
+except Exception as e:
+    say(f'failed: {e!r}')
+    if not any('sched' in m.get('services', []) for m in h.rpc('module.list').get()['mods']):
+        load_scheduler('without the gate')
+    sys.exit(1))";
 
 // Both programs' way to the local broker, whose socket appears a moment
 // after the container (or a restarted broker) starts.

@@ -342,6 +342,8 @@ TEST(DesiredJob, ReadyOnlyOnceTheLocalBrokerIsInStateRun) {
   // drains a rank).
   EXPECT_NE(check.find("answer(h.rpc('resource.status', nodeid=0))"),
             std::string::npos);
+  // Rank 0 once its scheduler is loaded (the gate loads it after `run`).
+  EXPECT_NE(check.find("answer(h.rpc('module.list'))"), std::string::npos);
   // It may wait for the instance: longer than a period, so that one probe
   // spans the wait and passes as the broker gets there.
   EXPECT_GT(probe["timeoutSeconds"], probe["periodSeconds"]);

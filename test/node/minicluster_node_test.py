@@ -216,11 +216,13 @@ def test_unwired_stays_unready(work):
     time.sleep(25)  # two probe timeouts and more
     pod = get("pod", pname, ns)
     check(not ready(pod), f"{pname} is not Ready: {pod['status'].get('conditions')}")
-    # The probe waits for state run and is killed at its timeout: probes
-    # must not pile up in a broker that never wires up.
+    # The probe waits for state run until its own deadline: probes must not
+    # pile up in a broker that never wires up. Counted by the probe's
+    # argument, its ready file (the start script and rank 0's gate wait
+    # for state run too).
     waiting = kubectl("exec", "-n", ns, pname, "--", "sh", "-c",
-                      # [.]: the pattern must not match this command's own line.
-                      "grep -l 'state-machine[.]wait' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").stdout
+                      # [y]: the pattern must not match this command's own line.
+                      "grep -l 'flux-broker-read[y]' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").stdout
     check(int(waiting) <= 1, f"at most one readiness probe waiting in {pname}: {waiting}")
     log(f"{pname}: {int(waiting)} readiness probe waiting")
     uids = [p["metadata"]["uid"] for p in pods_of(name, ns)]
@@ -751,6 +753,7 @@ def test_broker_crash(work):
     pending = flux_out(ns, lead, "submit", "-N3", "hostname")
     wait_for("the sleep running", lambda: job_status(ns, lead, running) == "RUN", timeout=60)
     check_eq(job_status(ns, lead, pending), "SCHED", "the second job, waiting for the first")
+    time.sleep(2)  # rank 0's KVS checkpoint (every 1 s) holds both jobs
     t0 = time.monotonic()
     signal_broker(ns, lead)
     states = set()
