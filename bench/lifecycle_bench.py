@@ -443,28 +443,27 @@ def time_to_answer(ns, lead, size, lose, lost=lambda: True):
 
 
 def bench_loss(work, rounds=LOSS_ROUNDS):
-    """Issue 60: a persistent MiniCluster of the Flux test image, per size;
-    each round loses a follower's broker (SIGKILL), the lead's broker
-    (SIGKILL) and a follower's pod (deleted), and times each until `flux
-    run -N<size>` from the lead answers on every broker again."""
+    """Issue 60: per size and round, a new persistent MiniCluster of the
+    Flux test image loses a follower's broker (SIGKILL), the lead's broker
+    (SIGKILL) and a follower's pod (deleted), each timed until `flux run
+    -N<size>` from the lead answers on every broker again. A new one each
+    round: the Job controller's back-off for an index doubles with each of
+    its pods lost (10 s, 20 s, 40 s...)."""
     ns = "loss-bench"
     create_namespace(ns)
     times = collections.defaultdict(list)
     for size, n in rounds:
-        name = f"loss-{size}"
-        apply(minicluster(name, ns, size, resources=RESOURCES))
-        pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=300)
-        lead = pods[0]["metadata"]["name"]
-        wait_for(f"{name}: flux run", lambda: run_answers(ns, lead, size), timeout=120)
-        for _ in range(n):
+        for round_ in range(n):
+            name = f"loss-{size}-{round_}"
+            apply(minicluster(name, ns, size, resources=RESOURCES))
             pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=300)
-            last = pods[-1]["metadata"]
+            lead, last = pods[0]["metadata"]["name"], pods[-1]["metadata"]
+            wait_for(f"{name}: flux run", lambda: run_answers(ns, lead, size), timeout=120)
 
             def replaced():  # a new pod of that index: the old broker has stopped
                 return any(p["metadata"]["uid"] != last["uid"] for p in pods_of(name, ns)
                            if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
                            == str(size - 1))
-
             for kind, lose, lost in (
                     ("follower broker SIGKILL", lambda: signal_broker(ns, last["name"]),
                      lambda: True),
@@ -474,8 +473,8 @@ def bench_loss(work, rounds=LOSS_ROUNDS):
                 seconds = time_to_answer(ns, lead, size, lose, lost)
                 times[(size, kind)].append(seconds)
                 log(f"size {size}, {kind}: flux run -N{size} answers after {seconds:.1f}s")
-        kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
-        wait_gone(name, ns, [])
+            kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+            wait_gone(name, ns, [])
     print("\nUntil `flux run -N<size>` answers again after a loss (s):")
     for (size, kind), ts in times.items():
         ts = sorted(ts)
