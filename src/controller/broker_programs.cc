@@ -62,7 +62,7 @@ if rank == 0:
         mods = answer(h.rpc('module.list'))['mods']
     except OSError:
         no_answer()
-    if not any('sched' in m.get('services', []) for m in mods):
+    if not scheduler_loaded(mods):
         verdict(False, 'rank 0 has no scheduler loaded (yet: it may wait for every broker)')
 while True:
     try:
@@ -126,6 +126,9 @@ def gate():
     ours = False
     while True:
         down = offline()
+        if not down and not ours:
+            time.sleep(0.2)
+            continue
         q = h.rpc('job-manager.queue-status', {}).wait_for(30).get()
         if down and q['start']:
             h.rpc('job-manager.queue-start', {'start': False, 'all': True, 'nocheckpoint': True,
@@ -147,13 +150,14 @@ except (OSError, EOFError) as e:
     sys.exit(f'minicluster-gate: stopped with the broker: {e}')
 except Exception as e:
     say(f'failed: {e!r}')
-    if not any('sched' in m.get('services', []) for m in h.rpc('module.list').get()['mods']):
+    if not scheduler_loaded(h.rpc('module.list').get()['mods']):
         load_scheduler('without the gate')
     sys.exit(1))";
 
-// Both programs' way to the local broker, whose socket appears a moment
-// after the container (or a restarted broker) starts.
-constexpr char kConnect[] = R"(import time
+// What both programs share: the way to the local broker, whose socket
+// appears a moment after the container (or a restarted broker) starts,
+// and whether a module of `module.list`'s provides the scheduler.
+constexpr char kCommon[] = R"(import time
 import flux
 def connect(tries):
     for _ in range(tries):
@@ -162,12 +166,14 @@ def connect(tries):
         except OSError:
             time.sleep(0.1)
     return None
+def scheduler_loaded(mods):
+    return any('sched' in m.get('services', []) for m in mods)
 )";
 
 }  // namespace
 
-std::string ReadinessCheck() { return std::string(kConnect) + kReadinessCheck; }
+std::string ReadinessCheck() { return std::string(kCommon) + kReadinessCheck; }
 
-std::string SchedulerGate() { return std::string(kConnect) + kSchedulerGate; }
+std::string SchedulerGate() { return std::string(kCommon) + kSchedulerGate; }
 
 }  // namespace fcc::controller

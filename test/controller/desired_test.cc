@@ -684,11 +684,16 @@ class StartScriptRun {
   std::string dir_;
 };
 
-MiniCluster EphemeralFromImage() {
+// A MiniCluster of an image with its own Flux; persistent: no command.
+MiniCluster FromImage(bool persistent) {
   json object = MiniClusterObject();
   object["spec"]["flux"] = {{"fromImage", true}};
+  if (persistent) object["spec"].erase("command");
   return Parse(object);
 }
+
+MiniCluster EphemeralFromImage() { return FromImage(false); }
+MiniCluster PersistentFromImage() { return FromImage(true); }
 
 // It writes exactly FluxBrokerConfig with builtins only, then runs flux
 // with the MiniCluster's command as "$@".
@@ -752,13 +757,6 @@ TEST(StartScript, ADeletedLeadExitsWithoutWaitingForItsBroker) {
                                    "while :; do sleep 0.05; done";
   EXPECT_EQ(run.Run(script, 0, stops_slowly, true), kLeadLostExit);
   EXPECT_FALSE(std::filesystem::exists(run.dir() + "/stopped"));
-}
-
-MiniCluster PersistentFromImage() {
-  json object = MiniClusterObject();
-  object["spec"]["flux"] = {{"fromImage", true}};
-  object["spec"].erase("command");
-  return Parse(object);
 }
 
 // How many times the script started a broker.
