@@ -10,7 +10,8 @@ namespace {
 // excluded nor torpid: a broker can be in `run` while its rank is unusable.
 // The waits for the socket and for `run` let the first probe pass the
 // moment the broker is up, not a period later. Every call is bounded by
-// 8 s in all (kubelet's timeout is 10 s): a broker or rank 0 that does not
+// 6 s in all (kubelet's timeout is 10 s, and Python's start on a busy node
+// takes part of it): a broker or rank 0 that does not
 // answer in time (stopped, swapping) repeats the last verdict, for as long
 // as flux-core's own heartbeat timeout (5 min) would keep a follower
 // waiting for a silent rank 0, so that a stall does not turn every pod
@@ -35,18 +36,18 @@ def no_answer(*_):
     try:
         age = time.time() - os.stat(READY).st_mtime
     except OSError:
-        sys.exit('no answer from the broker or rank 0 in 8 s')
+        sys.exit('no answer from the broker or rank 0 in 6 s')
     if age > 300:
         verdict(False, f'no answer from the broker or rank 0 for {age:.0f} s')
-    print(f'no answer from the broker or rank 0 in 8 s: ready as {age:.0f} s ago')
+    print(f'no answer from the broker or rank 0 in 6 s: ready as {age:.0f} s ago')
     sys.exit(0)
 # An RPC blocked in flux-core's C code runs no Python signal handler:
 # each has its own deadline; the alarm bounds the rest (the connect).
-deadline = time.monotonic() + 7.5
+deadline = time.monotonic() + 5.5
 def answer(rpc):
     return rpc.wait_for(max(0.1, deadline - time.monotonic())).get()
 signal.signal(signal.SIGALRM, no_answer)
-signal.alarm(8)
+signal.alarm(6)
 h = connect(30)
 if h is None:
     verdict(False, 'no broker: its local socket does not answer')

@@ -46,7 +46,7 @@ std::string ShellQuote(std::string_view text) {
   return quoted + "'";
 }
 
-// Every call in the check is bounded by 8 s (broker_programs.h), inside
+// Every call in the check is bounded by 6 s (broker_programs.h), inside
 // kubelet's 10.
 json BrokerReadinessProbe(const std::string& flux, const DesiredOptions& opts) {
   return json{{"exec",

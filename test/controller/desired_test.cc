@@ -331,8 +331,8 @@ TEST(DesiredJob, ReadyOnlyOnceTheLocalBrokerIsInStateRun) {
   const std::string check = command[3];
   EXPECT_EQ(command[4], "/run/flux-broker-ready");
   // Every call bounded inside kubelet's timeout.
-  EXPECT_NE(check.find("signal.alarm(8)"), std::string::npos);
-  EXPECT_LT(8, probe["timeoutSeconds"]);
+  EXPECT_NE(check.find("signal.alarm(6)"), std::string::npos);
+  EXPECT_LT(6, probe["timeoutSeconds"]);
   // Answered once the broker is in state run, an error after it.
   EXPECT_NE(check.find("answer(h.rpc('state-machine.wait'))"),
             std::string::npos);
