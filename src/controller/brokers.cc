@@ -1,6 +1,7 @@
 #include "controller/brokers.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "controller/desired.h"
@@ -13,6 +14,9 @@ namespace {
 using nlohmann::json;
 
 constexpr char kIndexLabel[] = "batch.kubernetes.io/job-completion-index";
+constexpr std::array<const char*, 2> kFailureCounts = {
+    "batch.kubernetes.io/job-index-failure-count",
+    "batch.kubernetes.io/job-index-ignored-failure-count"};
 
 // The broker container's state `which` (terminated, running), or null.
 const json& BrokerState(const json& pod, const char* which) {
@@ -116,6 +120,10 @@ void TrimPodForCache(json& pod) {
   const std::string& index =
       kube::StringAt(kube::FieldAt(m, "labels"), kIndexLabel);
   if (!index.empty()) metadata["labels"][kIndexLabel] = index;
+  for (const char* count : kFailureCounts) {
+    const json& value = kube::FieldAt(kube::FieldAt(m, "annotations"), count);
+    if (value.is_string()) metadata["annotations"][count] = value;
+  }
   json status = json::object();
   if (const json& phase = kube::FieldAt(kube::FieldAt(pod, "status"), "phase");
       phase.is_string()) {
@@ -186,6 +194,24 @@ std::string DownBrokers(const std::vector<json>& pods, int size) {
   return text;
 }
 
+int LeadReplacements(const std::vector<json>& pods) {
+  int most = 0;
+  for (const json& pod : pods) {
+    if (IndexOf(pod) != 0) continue;
+    int sum = 0;
+    for (const char* count : kFailureCounts) {
+      const std::string& value = kube::StringAt(
+          kube::FieldAt(kube::FieldAt(pod, "metadata"), "annotations"), count);
+      if (!value.empty() && value.size() <= 6 &&
+          value.find_first_not_of("0123456789") == std::string::npos) {
+        sum += std::stoi(value);
+      }
+    }
+    most = std::max(most, sum);
+  }
+  return most;
+}
+
 IndexFailure WhyAnIndexFailed(const std::vector<json>& pods,
                               int broker_restarts) {
   std::optional<int> lead_code, follower_code;
@@ -211,6 +237,14 @@ IndexFailure WhyAnIndexFailed(const std::vector<json>& pods,
                 "), and its Flux instance with it; recreate the MiniCluster "
                 "to start a new one"};
   }
+  if (lead_code == kStateUnwritableExit) {
+    return {"StateUnwritable",
+            "the lead cannot write its statedir on spec.flux.state's claim "
+            "(mounted at " +
+                std::string(kStateMountPath) +
+                "): give spec.fluxUser write access to the volume's root "
+                "(kubectl logs job/NAME says more)"};
+  }
   if (lead_code) {
     return {"CommandFailed", "the lead broker's command exited " +
                                  std::to_string(*lead_code) +
@@ -232,11 +266,11 @@ IndexFailure WhyAnIndexFailed(const std::vector<json>& pods,
 }
 
 IndexFailure WhyAFailedIndexIsGone(const std::string& failed_indexes,
-                                   int broker_restarts) {
+                                   int broker_restarts, bool ephemeral) {
   if (failed_indexes.empty()) return {};
   const std::string first =
       failed_indexes.substr(0, failed_indexes.find_first_of(",-"));
-  if (first == "0") {
+  if (first == "0" && ephemeral) {
     return {"LeadBrokerLost",
             "the lead broker (index 0) was lost and its pod is gone (deleted "
             "or evicted), and its Flux instance with it; recreate the "

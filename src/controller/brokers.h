@@ -9,9 +9,10 @@
 
 namespace fcc::controller {
 
-// Keeps of a broker pod what DownBrokers reads: its index label, creation
-// and deletion times, owner, and of its status the phase, the Ready and
-// DisruptionTarget conditions and the broker container's state.
+// Keeps of a broker pod what DownBrokers and LeadReplacements read: its
+// index label, the Job controller's failure counts, creation and deletion
+// times, owner, and of its status the phase, the Ready and DisruptionTarget
+// conditions and the broker container's state.
 void TrimPodForCache(nlohmann::json& pod);
 
 // "index 1 (OOMKilled), index 2 (evicted)": each index below `size` none of
@@ -23,6 +24,11 @@ void TrimPodForCache(nlohmann::json& pod);
 // whole (a large MiniCluster's status would freeze while most degraded).
 inline constexpr int kMaxDownListed = 20;
 std::string DownBrokers(const std::vector<nlohmann::json>& pods, int size);
+
+// How often the lead's pod (index 0) was replaced: the failures of its
+// index the Job controller stamps on each new pod, counted or ignored
+// (batch.kubernetes.io/job-index-failure-count, -ignored-failure-count).
+int LeadReplacements(const std::vector<nlohmann::json>& pods);
 
 // Why a broker index failed the Job (its podFailurePolicy's FailIndex, or
 // more failures than spec.brokerRestarts), from its pods' exit codes:
@@ -37,9 +43,10 @@ IndexFailure WhyAnIndexFailed(const std::vector<nlohmann::json>& pods,
 
 // The same when the failed index's pods are gone (deleted or evicted: a
 // stopped pod is removed), from the Job's status.failedIndexes ("0,2-3"):
-// index 0 is the lead lost (its program's failure keeps its pod), another
-// index was lost past spec.brokerRestarts.
+// index 0 of an ephemeral MiniCluster is the lead lost (its program's
+// failure keeps its pod); any other index, or a persistent lead, was lost
+// past spec.brokerRestarts.
 IndexFailure WhyAFailedIndexIsGone(const std::string& failed_indexes,
-                                   int broker_restarts);
+                                   int broker_restarts, bool ephemeral);
 
 }  // namespace fcc::controller

@@ -104,6 +104,9 @@ json VolumeMounts(const MiniCluster& mc, const DesiredOptions& opts) {
                       {"subPath", "bin/flux"},
                       {"readOnly", true}});
   }
+  if (!mc.spec.flux.state_claim.empty()) {
+    mounts.push_back({{"name", kStateVolume}, {"mountPath", kStateMountPath}});
+  }
   for (const auto& mount : mc.spec.volume_mounts) mounts.push_back(mount);
   return mounts;
 }
@@ -150,6 +153,12 @@ json Volumes(const MiniCluster& mc, const DesiredOptions& opts) {
                         {{"driver", common::kDriverName},
                          {"readOnly", true},
                          {"volumeAttributes", {{common::kAttrView, view}}}}}});
+  }
+  if (!mc.spec.flux.state_claim.empty()) {
+    // One template for every index: followers mount it too, unused.
+    volumes.push_back(
+        {{"name", kStateVolume},
+         {"persistentVolumeClaim", {{"claimName", mc.spec.flux.state_claim}}}});
   }
   for (const auto& volume : mc.spec.pod.volumes) volumes.push_back(volume);
   return volumes;
@@ -237,19 +246,35 @@ std::expected<void, std::string> CheckDesiredOptions(
   return {};
 }
 
-std::string KeyIdOfJob(const json& job) {
+namespace {
+
+// The Job's pod template volume `name`, or null.
+const json& TemplateVolume(const json& job, const char* name) {
   const json& pod = kube::FieldAt(
       kube::FieldAt(kube::FieldAt(job, "spec"), "template"), "spec");
   const json& volumes = kube::FieldAt(pod, "volumes");
-  if (!volumes.is_array()) return "";
-  for (const auto& volume : volumes) {
-    if (kube::StringAt(volume, "name") != kCurveVolume) continue;
-    const json& csi = kube::FieldAt(volume, "csi");
-    if (kube::StringAt(csi, "driver") != common::kDriverName) return "";
-    return kube::StringAt(kube::FieldAt(csi, "volumeAttributes"),
-                          common::kAttrKeyId);
+  if (volumes.is_array()) {
+    for (const auto& volume : volumes) {
+      if (kube::StringAt(volume, "name") == name) return volume;
+    }
   }
-  return "";
+  static const json kNone;
+  return kNone;
+}
+
+}  // namespace
+
+std::string KeyIdOfJob(const json& job) {
+  const json& csi = kube::FieldAt(TemplateVolume(job, kCurveVolume), "csi");
+  if (kube::StringAt(csi, "driver") != common::kDriverName) return "";
+  return kube::StringAt(kube::FieldAt(csi, "volumeAttributes"),
+                        common::kAttrKeyId);
+}
+
+std::string StateClaimOfJob(const json& job) {
+  return kube::StringAt(
+      kube::FieldAt(TemplateVolume(job, kStateVolume), "persistentVolumeClaim"),
+      "claimName");
 }
 
 json FluxResourcesOfJob(const json& job) {
@@ -341,15 +366,53 @@ namespace {
 // would read as a follower's). The trap is set before the broker starts
 // (a SIGTERM in between would end the shell with 143); only builtins run
 // between the waits (dash forgets a reaped child once anything forks).
-// The lead does not wait: rank 0 takes longer to stop than the pod's grace
-// (kTerminationGraceSeconds), and a SIGKILL's 137 would read as a
-// follower's; its instance is gone either way.
-std::string TrapTerm() {
-  return "pid=\n"
-         "term=0\n"
-         "trap 'term=1; [ -z \"$pid\" ] || kill -TERM \"$pid\" 2>/dev/null "
-         "|| :; [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || exit " +
-         std::to_string(kLeadLostExit) + "' TERM\n";
+// An ephemeral lead does not wait: rank 0 takes longer to stop than the
+// pod's grace (kTerminationGraceSeconds), and a SIGKILL's 137 would read as
+// a follower's; its instance is gone either way. A persistent lead is
+// replaced like a follower (its queue comes back from spec.flux.state, or
+// it starts empty), and its followers must outlive it to rejoin the next:
+// a rank 0 stopped by SIGTERM shuts the whole instance down (each follower
+// exits 0, its index done for good), so it is killed instead, as a crash,
+// and its statedir is as of its last checkpoint (every second).
+std::string TrapTerm(const MiniCluster& mc) {
+  std::string trap = "pid=\nterm=0\nstop=TERM\n";
+  if (!mc.ephemeral()) {
+    trap += "[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || stop=KILL\n";
+  }
+  trap +=
+      "trap 'term=1; [ -z \"$pid\" ] || kill -$stop \"$pid\" 2>/dev/null || :";
+  if (mc.ephemeral()) {
+    trap += "; [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || exit " +
+            std::to_string(kLeadLostExit);
+  }
+  return trap + "' TERM\n";
+}
+
+// A persistent lead's statedir: on spec.flux.state's claim, one directory
+// per MiniCluster name (a MiniCluster created again under its name resumes
+// its queue), else in the pod's run directory. The broker makes it as its
+// own user; the claim's root must let it.
+std::string StateDir(const MiniCluster& mc, const DesiredOptions& opts) {
+  if (mc.spec.flux.state_claim.empty()) return FluxRunDir(opts) + "/state";
+  return std::string(kStateMountPath) + "/" + mc.name;
+}
+
+// Fails the lead at once, naming the field, when the claim's root is not
+// writable: the broker would fail the same way on every restart.
+std::string CheckStateDir(const MiniCluster& mc) {
+  if (mc.spec.flux.state_claim.empty()) return "";
+  const std::string root = kStateMountPath;
+  return "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ] && [ ! -d " + root + "/" +
+         mc.name + " ] && [ ! -w " + root +
+         " ]; then\n"
+         "  echo \"flux-broker: spec.flux.state: claim " +
+         mc.spec.flux.state_claim + " (" + root + ") is not writable by uid " +
+         std::to_string(mc.spec.flux_user.uid) +
+         ": give spec.fluxUser write access to the volume's root\" >&2\n"
+         "  exit " +
+         std::to_string(kStateUnwritableExit) +
+         "\n"
+         "fi\n";
 }
 
 // Waits for the broker and exits when the pod should end; falls through
@@ -358,16 +421,16 @@ std::string TrapTerm() {
 // persistent lead (its statedir keeps the queue and the KVS). An ephemeral
 // lead's program cannot be resumed. The restart budget
 // (kBrokerRestartsInPod) is reset by a broker that stayed up
-// kStableBrokerSeconds; past it the pod ends, as before, and the Job's
-// podFailurePolicy decides. /proc/uptime: the shell has no clock of its
-// own, and only builtins may run before the broker is reaped.
+// kStableBrokerSeconds; past it the pod ends to be replaced, counted, and
+// the Job's podFailurePolicy decides. /proc/uptime: the shell has no clock of
+// its own, and only builtins may run before the broker is reaped.
 std::string BrokerExitRules(const MiniCluster& mc) {
   const std::string replace = std::to_string(kReplaceBrokerExit);
   const std::string lead_lost = std::to_string(kLeadLostExit);
   const std::string budget = std::to_string(kBrokerRestartsInPod);
   std::string rules =
       "pid=$!\n"
-      "[ \"$term\" = 0 ] || kill -TERM \"$pid\" 2>/dev/null || :\n"
+      "[ \"$term\" = 0 ] || kill -$stop \"$pid\" 2>/dev/null || :\n"
       "rc=0\n"
       "wait \"$pid\" || rc=$?\n"
       "while kill -0 \"$pid\" 2>/dev/null; do rc=0; wait \"$pid\" || "
@@ -379,7 +442,7 @@ std::string BrokerExitRules(const MiniCluster& mc) {
       "  [ \"$rc\" != 0 ] || exit 0\n"
       "else\n"
       "  [ \"$term\" = 0 ] || exit " +
-      lead_lost + "\n";
+      (mc.ephemeral() ? lead_lost : replace) + "\n";
   if (mc.ephemeral()) {
     rules += "  case $rc in " + replace + "|137) exit " + lead_lost +
              " ;; esac\n"
@@ -400,9 +463,6 @@ std::string BrokerExitRules(const MiniCluster& mc) {
       "  echo \"flux-broker: the broker exited $rc, failing " +
       budget +
       " restarts in a row: this pod ends\" >&2\n"
-      "  [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || exit " +
-      lead_lost +
-      "\n"
       "  exit " +
       replace +
       "\n"
@@ -441,7 +501,7 @@ std::string BrokerCommand(const MiniCluster& mc, const DesiredOptions& opts) {
   std::string command = GatesScheduler(mc) ? "FLUX_SCHED_MODULE=$sched " : "";
   command += FluxCommand(mc, opts) + " start --config-path=" + config +
              " -Srundir=" + FluxRunDir(opts) +
-             " -Sstatedir=" + FluxRunDir(opts) + "/state" +
+             " -Sstatedir=" + StateDir(mc, opts) +
              " -Stbon.connect_timeout=" + mc.spec.connect_timeout +
              " -Slocal-uri=" + FluxLocalUri(opts);
   // Kueue may admit fewer brokers (partial admission): the instance starts
@@ -480,7 +540,8 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   // directory its instance owner does not own), so no mkdir is needed; rank
   // 0's statedir goes in it too (else TMPDIR or /var/tmp, which an image
   // need not have).
-  script += TrapTerm();
+  script += CheckStateDir(mc);
+  script += TrapTerm(mc);
   if (GatesScheduler(mc)) {
     script +=
         "sched=\ngate=\n[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || "

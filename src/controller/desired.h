@@ -26,11 +26,18 @@ inline constexpr char kViewShell[] = "/opt/flux/libexec/flux-view/sh";
 // instance goes on (replace it), and a lead broker lost (fail the Job).
 inline constexpr int kReplaceBrokerExit = 75;  // EX_TEMPFAIL
 inline constexpr int kLeadLostExit = 76;
+// A persistent lead that cannot write its statedir on spec.flux.state's
+// claim (fail the Job: a new pod would meet the same volume).
+inline constexpr int kStateUnwritableExit = 78;  // EX_CONFIG
 // A broker that crashes is restarted in its pod (StartScript) this many
 // times in a row; one that stayed up kStableBrokerSeconds starts a new
 // count. Past it the pod ends with the exit codes above.
 inline constexpr int kBrokerRestartsInPod = 3;
 inline constexpr int kStableBrokerSeconds = 600;
+
+// The claim of spec.flux.state in the Job's pod template (what its pods
+// mount), or "".
+std::string StateClaimOfJob(const nlohmann::json& job);
 
 // Settings of the whole controller (flags), not of one MiniCluster.
 struct DesiredOptions {

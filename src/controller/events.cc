@@ -141,14 +141,33 @@ std::vector<EventSpec> EventsFor(const Phase& before, const Phase& after,
   return {};
 }
 
-// The Degraded condition (status.h): true while a broker is lost.
-const json* DegradedOf(const json& status) {
+const json* ConditionOf(const json& status, const char* type) {
   const json& conditions = kube::FieldAt(status, "conditions");
   if (!conditions.is_array()) return nullptr;
   for (const json& c : conditions) {
-    if (kube::StringAt(c, "type") == "Degraded") return &c;
+    if (kube::StringAt(c, "type") == type) return &c;
   }
   return nullptr;
+}
+
+// The Degraded condition (status.h): true while a broker is lost.
+const json* DegradedOf(const json& status) {
+  return ConditionOf(status, "Degraded");
+}
+
+// A persistent lead's pod replaced, again: the condition's message counts
+// the replacements.
+std::optional<EventSpec> LeadEvent(const json& before, const json& after) {
+  const json* is = ConditionOf(after, "LeadReplaced");
+  if (is == nullptr) return std::nullopt;
+  const json* was = ConditionOf(before, "LeadReplaced");
+  const std::string& message = kube::StringAt(*is, "message");
+  if (was != nullptr && kube::StringAt(*was, "message") == message) {
+    return std::nullopt;
+  }
+  const std::string& reason = kube::StringAt(*is, "reason");
+  return EventSpec{reason == "QueueLost" ? "Warning" : "Normal", reason,
+                   "Reconcile", message};
 }
 
 bool IsDegraded(const json& status) {
@@ -178,10 +197,13 @@ std::vector<EventSpec> StatusEvents(const json& before, const json& after,
   const Phase b = PhaseOf(before);
   const Phase a = PhaseOf(after);
   if (a.state.empty()) return {};
-  if (auto broker = BrokerEvent(before, after); broker) {
-    broker->note = Truncate(std::move(broker->note));
-    return {*broker};
+  std::vector<EventSpec> conditions;
+  for (auto event : {BrokerEvent(before, after), LeadEvent(before, after)}) {
+    if (!event) continue;
+    event->note = Truncate(std::move(event->note));
+    conditions.push_back(std::move(*event));
   }
+  if (!conditions.empty()) return conditions;
   // Within one state only a new refusal is news (reasons such as
   // SuccessCriteriaMet -> Complete, or Kueue's Pending -> Admitted while
   // still suspended, are steps of the same state).
@@ -200,6 +222,13 @@ json EventRelevantStatus(const json& status) {
   if (const json* degraded = DegradedOf(status); degraded != nullptr) {
     kept["conditions"] = {{{"type", "Degraded"},
                            {"status", kube::StringAt(*degraded, "status")}}};
+  }
+  if (const json* lead = ConditionOf(status, "LeadReplaced"); lead != nullptr) {
+    kept["conditions"].push_back(
+        {{"type", "LeadReplaced"},
+         {"status", kube::StringAt(*lead, "status")},
+         {"reason", kube::StringAt(*lead, "reason")},
+         {"message", kube::StringAt(*lead, "message")}});
   }
   if (p.reason.empty() && p.message.empty()) return kept;
   kept["conditions"].push_back(

@@ -242,12 +242,34 @@ void ReadScheduler(const json& flux, FluxScheduler& scheduler, Errors& errors) {
   scheduler.queue_policy = policy->get<std::string>();
 }
 
+void ReadState(const json& flux, MiniClusterSpec& s, Errors& errors) {
+  auto it = flux.find("state");
+  if (it == flux.end() || it->is_null()) return;
+  const json& claim = kube::FieldAt(*it, "claimName");
+  if (!claim.is_string() || claim.get<std::string>().size() > 253 ||
+      !common::IsDns1123Subdomain(claim.get<std::string>())) {
+    errors.push_back(
+        "spec.flux.state.claimName: must name a PersistentVolumeClaim in the "
+        "MiniCluster's namespace (a DNS-1123 subdomain), got " +
+        (it->is_object() ? claim.dump() : it->dump()));
+    return;
+  }
+  if (s.command) {
+    errors.push_back(
+        "spec.flux.state: only a persistent MiniCluster (no spec.command) "
+        "keeps its queue when its lead pod is replaced; an ephemeral one's "
+        "command cannot be resumed: remove state or command");
+    return;
+  }
+  s.flux.state_claim = claim.get<std::string>();
+}
+
 void ReadFluxSource(const json& spec, MiniClusterSpec& s, Errors& errors) {
   auto flux = spec.find("flux");
   if (flux == spec.end() || flux->is_null()) return;
   if (!flux->is_object()) {
     errors.push_back(
-        "spec.flux: must be a mapping {view, fromImage, scheduler}");
+        "spec.flux: must be a mapping {view, fromImage, scheduler, state}");
     return;
   }
   if (auto view = flux->find("view"); view != flux->end() && !view->is_null()) {
@@ -270,6 +292,7 @@ void ReadFluxSource(const json& spec, MiniClusterSpec& s, Errors& errors) {
     }
   }
   ReadScheduler(*flux, s.flux.scheduler, errors);
+  ReadState(*flux, s, errors);
   if (s.flux.from_image && !s.flux.view.empty()) {
     errors.push_back(
         "spec.flux: set view or fromImage: true, not both (fromImage runs the "
@@ -505,7 +528,7 @@ void ReadServiceAccount(const json& spec, PodFields& pod, Errors& errors) {
 
 bool IsOwnedVolume(const std::string& name) {
   return name == kCurveVolume || name == kConfigVolume || name == kRunVolume ||
-         name == kViewVolume;
+         name == kViewVolume || name == kStateVolume;
 }
 
 void CheckVolume(const json& volume, const std::string& where,
@@ -604,6 +627,23 @@ void CheckVolumeMount(const json& mount, const std::string& where,
   } else if (!paths.insert(*normal).second) {
     errors.push_back(where + ".mountPath: " + Quoted(path) +
                      " is used twice; mount paths must be unique");
+  }
+}
+
+// spec.flux.state's claim is mounted at kStateMountPath; without state the
+// path is the user's.
+void CheckStateMount(const MiniClusterSpec& s, Errors& errors) {
+  if (s.flux.state_claim.empty()) return;
+  const std::string root = kStateMountPath;
+  for (const json& mount : s.volume_mounts) {
+    const auto path =
+        common::NormalAbsolutePath(kube::StringAt(mount, "mountPath"));
+    if (path && (*path == root || path->starts_with(root + "/"))) {
+      errors.push_back("spec.volumeMounts: " + Quoted(*path) +
+                       " is at or under " + root +
+                       ", where spec.flux.state's claim is mounted; mount "
+                       "elsewhere");
+    }
   }
 }
 
@@ -708,6 +748,7 @@ ParseResult ParseMiniCluster(const json& object) {
   ReadFluxSource(fields, mc.spec, errors);
   ReadBrokerSettings(fields, mc.spec, errors);
   ReadPodFields(fields, mc.spec, errors);
+  CheckStateMount(mc.spec, errors);
   CheckName(mc, errors);
   result.minicluster = std::move(mc);
   return result;
@@ -784,8 +825,9 @@ const KnownFields& MiniClusterFields() {
                "volumes",
                "volumeMounts"},
       .flux_user = {"uid", "gid"},
-      .flux = {"view", "fromImage", "scheduler"},
+      .flux = {"view", "fromImage", "scheduler", "state"},
       .flux_scheduler = {"simple", "queuePolicy"},
+      .flux_state = {"claimName"},
       .resources = {"limits", "requests"},
       .toleration = {"key", "operator", "value", "effect",
                      "tolerationSeconds"}};
@@ -821,6 +863,8 @@ std::vector<std::string> UnknownFields(const json& object) {
   AddUnknown(kube::FieldAt(spec, "flux"), "spec.flux.", known.flux, errors);
   AddUnknown(kube::FieldAt(kube::FieldAt(spec, "flux"), "scheduler"),
              "spec.flux.scheduler.", known.flux_scheduler, errors);
+  AddUnknown(kube::FieldAt(kube::FieldAt(spec, "flux"), "state"),
+             "spec.flux.state.", known.flux_state, errors);
   AddUnknown(kube::FieldAt(spec, "resources"), "spec.resources.",
              known.resources, errors);
   const json& tolerations = kube::FieldAt(spec, "tolerations");

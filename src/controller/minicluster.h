@@ -47,6 +47,10 @@ inline constexpr char kCurveVolume[] = "curve";
 inline constexpr char kConfigVolume[] = "flux-config";
 inline constexpr char kRunVolume[] = "flux-run";
 inline constexpr char kViewVolume[] = "flux-view";
+inline constexpr char kStateVolume[] = "flux-state";
+// Where spec.flux.state's claim is mounted; rank 0's statedir is
+// <here>/<MiniCluster name>.
+inline constexpr char kStateMountPath[] = "/var/lib/flux";
 inline constexpr char kConfigMountPath[] = "/etc/flux/minicluster";
 // Where a view's flux(1) appears in the broker container: a directory on
 // every image's default PATH, so that `kubectl exec POD -- flux ...` and a
@@ -111,6 +115,10 @@ struct FluxSource {
   // /bin/sh), as before views existed; no view volume.
   bool from_image = false;
   FluxScheduler scheduler;
+  // spec.flux.state.claimName: a PersistentVolumeClaim that holds a
+  // persistent MiniCluster's lead state (rank 0's statedir), so that a
+  // replaced lead pod restores its queue. Empty: the state lives in the pod.
+  std::string state_claim;
 };
 
 struct MiniClusterSpec {
@@ -190,7 +198,7 @@ void TrimMiniClusterForCache(nlohmann::json& object);
 // spec.tolerations[] entry. A test holds them to deploy/controller/crd.yaml.
 struct KnownFields {
   std::vector<std::string_view> top, spec, flux_user, flux, flux_scheduler,
-      resources, toleration;
+      flux_state, resources, toleration;
 };
 const KnownFields& MiniClusterFields();
 

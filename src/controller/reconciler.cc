@@ -26,9 +26,9 @@ std::optional<json> ControlledJob(json job, const std::string& uid) {
   return job;
 }
 
-// What is read of a Job's pod template: the curve volume's key id (the
-// status), and for the worker role the subdomain, the broker port and that
-// the curve volume is there (copied_job.h).
+// What is read of a Job's pod template: the curve volume's key id and the
+// state volume's claim (the status), and for the worker role the subdomain, the
+// broker port and that the curve volume is there (copied_job.h).
 json TemplateSkeleton(const json& job) {
   const json& pod = kube::FieldAt(
       kube::FieldAt(kube::FieldAt(job, "spec"), "template"), "spec");
@@ -60,8 +60,13 @@ json TemplateSkeleton(const json& job) {
       if (std::string key_id = KeyIdOfJob(job); !key_id.empty()) {
         kept["csi"]["volumeAttributes"] = {{common::kAttrKeyId, key_id}};
       }
-      skeleton["volumes"] = json::array({std::move(kept)});
+      skeleton["volumes"].push_back(std::move(kept));
     }
+  }
+  if (std::string claim = StateClaimOfJob(job); !claim.empty()) {
+    skeleton["volumes"].push_back(
+        {{"name", kStateVolume},
+         {"persistentVolumeClaim", {{"claimName", std::move(claim)}}}});
   }
   return skeleton;
 }

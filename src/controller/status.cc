@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <optional>
 
 #include "controller/brokers.h"
 #include "controller/desired.h"
@@ -77,7 +78,7 @@ Verdict FailedVerdict(const MiniCluster& mc, const json& job,
       // indexes still say which.
       why = WhyAFailedIndexIsGone(
           kube::StringAt(kube::FieldAt(job, "status"), "failedIndexes"),
-          mc.spec.broker_restarts);
+          mc.spec.broker_restarts, mc.ephemeral());
     }
     if (!why.reason.empty()) {
       return {State::kFailed, std::move(why.reason), std::move(why.message)};
@@ -145,9 +146,21 @@ Verdict FromJob(const MiniCluster& mc, const json& job,
               (wl ? OnCluster(*wl) : "")};
 }
 
+// A condition keeps the lastTransitionTime it had while its status stays.
+void KeepTransitionTime(const json& previous_status, json& c) {
+  const json& previous = kube::FieldAt(previous_status, "conditions");
+  if (!previous.is_array()) return;
+  for (const auto& p : previous) {
+    if (kube::StringAt(p, "type") == c["type"].get<std::string>() &&
+        kube::StringAt(p, "status") == c["status"].get<std::string>() &&
+        p.contains("lastTransitionTime")) {
+      c["lastTransitionTime"] = p["lastTransitionTime"];
+    }
+  }
+}
+
 json Conditions(const MiniCluster& mc, const Verdict& verdict,
                 const std::string& now) {
-  const json previous = mc.status.value("conditions", json::array());
   json conditions = json::array();
   const std::string state_name = StateName(verdict.state);
   for (const char* type : kConditionTypes) {
@@ -159,15 +172,7 @@ json Conditions(const MiniCluster& mc, const Verdict& verdict,
            {"message",
             is_true ? verdict.message : "the MiniCluster is " + state_name},
            {"lastTransitionTime", now}};
-    if (previous.is_array()) {
-      for (const auto& p : previous) {
-        if (p.value("type", "") == type &&
-            p.value("status", "") == c["status"].get<std::string>() &&
-            p.contains("lastTransitionTime")) {
-          c["lastTransitionTime"] = p["lastTransitionTime"];
-        }
-      }
-    }
+    KeepTransitionTime(mc.status, c);
     conditions.push_back(std::move(c));
   }
   return conditions;
@@ -221,16 +226,40 @@ json DegradedCondition(const MiniCluster& mc, const Verdict& verdict, int ready,
            ? of_size + " brokers ready"
            : "the MiniCluster is " + StateName(verdict.state)},
       {"lastTransitionTime", now}};
-  const json& conditions = kube::FieldAt(previous, "conditions");
-  if (conditions.is_array()) {
-    for (const auto& p : conditions) {
-      if (kube::StringAt(p, "type") == "Degraded" &&
-          kube::StringAt(p, "status") == c["status"].get<std::string>() &&
-          p.contains("lastTransitionTime")) {
-        c["lastTransitionTime"] = p["lastTransitionTime"];
-      }
-    }
-  }
+  KeepTransitionTime(previous, c);
+  return c;
+}
+
+// LeadReplaced: a persistent MiniCluster's lead pod was replaced (deleted,
+// evicted, its node lost, or its broker crashing past its restarts), and
+// what the new lead kept. Absent until it happens; then the lead's pod
+// says so for the rest of the MiniCluster's life.
+std::optional<json> LeadReplacedCondition(const MiniCluster& mc,
+                                          const json& job,
+                                          const std::vector<json>* pods,
+                                          const std::string& now) {
+  if (mc.ephemeral() || pods == nullptr) return std::nullopt;
+  const int replaced = LeadReplacements(*pods);
+  if (replaced == 0) return std::nullopt;
+  const std::string claim = StateClaimOfJob(job);
+  const std::string lost = "the lead pod was replaced (index 0 lost " +
+                           std::to_string(replaced) +
+                           (replaced == 1 ? " time); " : " times); ");
+  json c{{"type", "LeadReplaced"},
+         {"status", "True"},
+         {"observedGeneration", mc.generation},
+         {"reason", claim.empty() ? "QueueLost" : "QueueRestored"},
+         {"message",
+          claim.empty()
+              ? lost + "a new, empty Flux instance started and the followers "
+                       "rejoin it: jobs queued or run before are gone (set "
+                       "spec.flux.state to keep them)"
+              : lost + "rank 0 restarted from spec.flux.state (claim " + claim +
+                    "): pending jobs, queues and job history were kept, all "
+                    "but the last second before the loss; jobs that were "
+                    "running ended with an exception"},
+         {"lastTransitionTime", now}};
+  KeepTransitionTime(mc.status, c);
   return c;
 }
 
@@ -374,6 +403,9 @@ json ComputeStatus(const MiniCluster& mc, const json* job, const json* workload,
   status["conditions"].push_back(
       DegradedCondition(mc, verdict, ready, admitted, pods, now));
   if (job != nullptr) {
+    if (auto lead = LeadReplacedCondition(mc, *job, pods, now); lead) {
+      status["conditions"].push_back(std::move(*lead));
+    }
     if (json resources = FluxResourcesOfJob(*job); !resources.is_null()) {
       status["fluxResources"] = std::move(resources);
     }

@@ -7,7 +7,8 @@
 //   keyId: <the Job's master key id; absent for the default key>
 //   workload: {name, admitted, clusterQueue, clusterName, reason, message}
 //             # with Kueue; clusterName: the MultiKueue worker it runs on
-//   conditions: Queued, Running, Succeeded, Failed  (metav1.Condition)
+//   conditions: Queued, Running, Succeeded, Failed, Degraded, and
+//               LeadReplaced once it happened  (metav1.Condition)
 #pragma once
 
 #include <chrono>

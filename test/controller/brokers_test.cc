@@ -122,6 +122,28 @@ TEST(DownBrokers, ABrokerUnreadySinceItStartedIsNotUsable) {
             "(replacement starting), index 3 (replacement starting)");
 }
 
+// The Job controller's failure counts on index 0's pods, counted and
+// ignored (a disruption), the newest's sum; other indexes do not count.
+TEST(LeadReplacements, SumsTheFailureCountsOfTheLeadsIndex) {
+  auto counted = [](json pod, const char* key, const char* value) {
+    pod["metadata"]["annotations"]
+       [std::string("batch.kubernetes.io/job-index-") + key] = value;
+    return pod;
+  };
+  EXPECT_EQ(LeadReplacements(Trimmed({Pod(0, "00", true)})), 0);
+  EXPECT_EQ(LeadReplacements(
+                Trimmed({counted(Pod(2, "00", true), "failure-count", "3")})),
+            0);
+  EXPECT_EQ(LeadReplacements(Trimmed(
+                {counted(Pod(0, "00", false), "failure-count", "0"),
+                 counted(counted(Pod(0, "01", true), "failure-count", "1"),
+                         "ignored-failure-count", "2")})),
+            3);
+  EXPECT_EQ(LeadReplacements(
+                Trimmed({counted(Pod(0, "00", true), "failure-count", "x1")})),
+            0);
+}
+
 TEST(TrimPodForCache, KeepsWhatDownBrokersReadsAndNoMore) {
   json pod = Disrupted(Terminated(Pod(2, "00", false), 75, "Error"),
                        "PreemptionByScheduler");
@@ -130,6 +152,12 @@ TEST(TrimPodForCache, KeepsWhatDownBrokersReadsAndNoMore) {
   TrimPodForCache(pod);
   EXPECT_FALSE(pod.contains("spec"));
   EXPECT_FALSE(pod["metadata"].contains("annotations"));
+  json replaced = Pod(0, "00", true);
+  replaced["metadata"]["annotations"]
+          ["batch.kubernetes.io/job-index-failure-count"] = "2";
+  TrimPodForCache(replaced);
+  EXPECT_EQ(replaced["metadata"]["annotations"],
+            (json{{"batch.kubernetes.io/job-index-failure-count", "2"}}));
   EXPECT_EQ(pod["metadata"]["labels"].size(), 1u);
   EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], "u1");
   EXPECT_EQ(pod["status"]["conditions"].size(), 2u);

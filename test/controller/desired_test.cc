@@ -95,6 +95,40 @@ TEST(DesiredJob, MountsTheCurveCsiVolumeWithAttributes) {
   EXPECT_EQ(mount["readOnly"], true);
 }
 
+// spec.flux.state: the claim in every pod, rank 0's statedir on it (one
+// directory per MiniCluster name), and the lead fails at once, naming the
+// field, when it cannot write there.
+TEST(DesiredJob, PutsThePersistentLeadsStatedirOnTheStateClaim) {
+  json object = MiniClusterObject();
+  object["spec"].erase("command");
+  object["spec"]["flux"] = {{"state", {{"claimName", "lab-state"}}}};
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  const json& volumes = PodSpec(job)["volumes"];
+  EXPECT_TRUE(std::ranges::any_of(volumes, [](const json& v) {
+    return v == json{{"name", "flux-state"},
+                     {"persistentVolumeClaim", {{"claimName", "lab-state"}}}};
+  }));
+  EXPECT_TRUE(
+      std::ranges::any_of(Broker(job)["volumeMounts"], [](const json& m) {
+        return m ==
+               json{{"name", "flux-state"}, {"mountPath", "/var/lib/flux"}};
+      }));
+  EXPECT_EQ(StateClaimOfJob(job), "lab-state");
+  const std::string script = Script(job);
+  EXPECT_NE(script.find(" -Sstatedir=/var/lib/flux/demo "), std::string::npos);
+  EXPECT_NE(script.find("spec.flux.state: claim lab-state (/var/lib/flux) is "
+                        "not writable by uid 0"),
+            std::string::npos);
+  EXPECT_NE(script.find("exit " + std::to_string(kStateUnwritableExit)),
+            std::string::npos);
+
+  object["spec"]["flux"].erase("state");
+  const json stateless = DesiredJob(Parse(object), DesiredOptions{});
+  EXPECT_EQ(StateClaimOfJob(stateless), "");
+  EXPECT_NE(Script(stateless).find(" -Sstatedir=/run/flux/state "),
+            std::string::npos);
+}
+
 TEST(DesiredJob, StampsTheCurrentKeyIdWhenOneIsSet) {
   const MiniCluster mc = Parse(MiniClusterObject());
   const json plain = DesiredJob(mc, DesiredOptions{});
@@ -618,7 +652,8 @@ TEST(FluxBrokerConfig, SingleBrokerHostlist) {
 
 // Runs a start script with /bin/sh (dash, as in the view) the way the pod
 // does, with a stand-in flux on PATH: it records its arguments, then runs
-// `flux_body` (e.g. "exit 3"). `term`: SIGTERM the shell once flux runs.
+// `flux_body` (e.g. "exit 3"). `term`: SIGTERM the shell once flux runs;
+// `flux_on_term`: what flux does on SIGTERM, trapped before it says it runs.
 class StartScriptRun {
  public:
   // A directory of its own: ctest -j runs these tests side by side.
@@ -636,7 +671,7 @@ class StartScriptRun {
 
   // The shell's exit code.
   int Run(const std::string& script, int index, const std::string& flux_body,
-          bool term = false) {
+          bool term = false, const std::string& flux_on_term = "") {
     for (const char* name : {"args", "r-args", "gate-args", "starts"}) {
       std::filesystem::remove(dir_ + "/" + name);
     }
@@ -648,6 +683,7 @@ class StartScriptRun {
            << dir_ << "/r-args; echo '{\"version\": 1}'; exit 0; fi\n"
            << "if [ \"$1\" = python ]; then printf '%s\\n' \"$4\" \"$5\" > "
            << dir_ << "/gate-args; exit 0; fi\n"
+           << (flux_on_term.empty() ? "" : "trap '" + flux_on_term + "' TERM\n")
            << "echo \"${FLUX_SCHED_MODULE-unset}\" >> " << dir_ << "/starts\n"
            << "printf '%s\\n' \"$@\" > " << dir_ << "/args.tmp\n"
            << "mv " << dir_ << "/args.tmp " << dir_ << "/args\n"
@@ -752,10 +788,11 @@ TEST(StartScript, ADeletedLeadExitsWithoutWaitingForItsBroker) {
   DesiredOptions opts;
   opts.config_mount_path = run.dir();
   const std::string script = StartScript(EphemeralFromImage(), opts);
-  const std::string stops_slowly = "trap 'sleep 5; touch " + run.dir() +
-                                   "/stopped; exit 0' TERM; "
-                                   "while :; do sleep 0.05; done";
-  EXPECT_EQ(run.Run(script, 0, stops_slowly, true), kLeadLostExit);
+  const std::string stop_slowly =
+      "sleep 5; touch " + run.dir() + "/stopped; exit 0";
+  EXPECT_EQ(
+      run.Run(script, 0, "while :; do sleep 0.05; done", true, stop_slowly),
+      kLeadLostExit);
   EXPECT_FALSE(std::filesystem::exists(run.dir() + "/stopped"));
 }
 
@@ -782,8 +819,8 @@ TEST(StartScript, ACrashedBrokerRestartsInItsPodWithinABudget) {
   EXPECT_EQ(Starts(run), 1 + kBrokerRestartsInPod);
   EXPECT_EQ(run.Run(persistent, 0, crash_twice), 0) << "persistent lead";
   EXPECT_EQ(Starts(run), 3);
-  EXPECT_EQ(run.Run(persistent, 0, "kill -9 $$"), kLeadLostExit)
-      << "persistent lead crashing for good";
+  EXPECT_EQ(run.Run(persistent, 0, "kill -9 $$"), kReplaceBrokerExit)
+      << "persistent lead crashing for good: its pod is replaced";
   EXPECT_EQ(Starts(run), 1 + kBrokerRestartsInPod);
   // An ephemeral lead's program cannot be resumed: no restart.
   const std::string ephemeral = StartScript(EphemeralFromImage(), opts);
@@ -796,6 +833,29 @@ TEST(StartScript, ACrashedBrokerRestartsInItsPodWithinABudget) {
       "trap 'exit 1' TERM; while :; do sleep 0.05; done";
   EXPECT_EQ(run.Run(persistent, 1, stops_on_term, true), kReplaceBrokerExit);
   EXPECT_EQ(Starts(run), 1);
+}
+
+// A persistent lead's pod is replaced like a follower's (its queue comes
+// back from spec.flux.state, or a new instance starts). On SIGTERM it kills
+// its broker (a rank 0 that stops shuts down every follower, which would
+// then end its index for good) and exits as a follower.
+TEST(StartScript, ADeletedPersistentLeadKillsItsBrokerAndIsReplaced) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  const std::string script = StartScript(PersistentFromImage(), opts);
+  const std::string stop_slowly =
+      "sleep 0.3; touch " + run.dir() + "/stopped; exit 0";
+  EXPECT_EQ(
+      run.Run(script, 0, "while :; do sleep 0.05; done", true, stop_slowly),
+      kReplaceBrokerExit);
+  EXPECT_FALSE(std::filesystem::exists(run.dir() + "/stopped"));
+  EXPECT_EQ(Starts(run), 1);
+  EXPECT_EQ(
+      run.Run(script, 1, "while :; do sleep 0.05; done", true, stop_slowly),
+      kReplaceBrokerExit);
+  EXPECT_TRUE(std::filesystem::exists(run.dir() + "/stopped"))
+      << "a follower stops its broker";
 }
 
 // A persistent lead loads no scheduler in rc1 and starts the gate before

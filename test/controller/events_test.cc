@@ -134,6 +134,35 @@ TEST(StatusEvents, BrokerLostAndRejoined) {
             Strings{"BrokerLost"});
 }
 
+// A persistent lead's pod replaced: one event each time (the message
+// counts them), a warning when the queue was lost.
+TEST(StatusEvents, LeadReplacedOncePerReplacement) {
+  const json running = Status("Running", "JobRunning");
+  auto replaced = [&](const char* reason, const char* message) {
+    json status = running;
+    status["conditions"].push_back({{"type", "LeadReplaced"},
+                                    {"status", "True"},
+                                    {"reason", reason},
+                                    {"message", message}});
+    return status;
+  };
+  const json once = replaced("QueueLost", "lost 1 time");
+  auto events = StatusEvents(running, once, false);
+  EXPECT_EQ(Reasons(events), Strings{"QueueLost"});
+  EXPECT_EQ(events[0].type, "Warning");
+  EXPECT_EQ(events[0].note, "lost 1 time");
+  EXPECT_EQ(Reasons(StatusEvents(once, once, false)), Strings{});
+  EXPECT_EQ(Reasons(StatusEvents(EventRelevantStatus(once), once, false)),
+            Strings{});
+  events = StatusEvents(once, replaced("QueueRestored", "lost 2 times"), false);
+  EXPECT_EQ(Reasons(events), Strings{"QueueRestored"});
+  EXPECT_EQ(events[0].type, "Normal");
+  // With a broker lost at the same write: both.
+  json both = Degraded(replaced("QueueLost", "lost 1 time"), true, 3);
+  EXPECT_EQ(Reasons(StatusEvents(Degraded(running, false, 4), both, false)),
+            (Strings{"BrokerLost", "QueueLost"}));
+}
+
 TEST(StatusEvents, UnqueuedJobStarted) {
   EXPECT_EQ(Reasons(StatusEvents(Status("Queued", "Starting"),
                                  Status("Running", "JobRunning"), false)),

@@ -358,7 +358,51 @@ TEST(MiniClusterParse, FluxViewOrFromImage) {
   EXPECT_EQ(UnknownFields(object),
             std::vector<std::string>{
                 "spec.flux.typo: unknown field; spec.flux has view, fromImage, "
-                "scheduler (check for a typo)"});
+                "scheduler, state (check for a typo)"});
+}
+
+// spec.flux.state: a claim for a persistent lead's statedir, named right,
+// and no mount of the user's over where it goes.
+TEST(MiniClusterParse, FluxStateNamesAClaimOfAPersistentMiniCluster) {
+  json object = MiniClusterObject();
+  object["spec"].erase("command");
+  object["spec"]["flux"]["state"] = {{"claimName", "lab-state"}};
+  auto r = ParseMiniCluster(object);
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  EXPECT_EQ(r.minicluster->spec.flux.state_claim, "lab-state");
+
+  object["spec"]["flux"]["state"] = {{"claimName", "Lab_State"}};
+  r = ParseMiniCluster(object);
+  EXPECT_NE(r.ErrorText().find("spec.flux.state.claimName: must name a "
+                               "PersistentVolumeClaim"),
+            std::string::npos)
+      << r.ErrorText();
+  object["spec"]["flux"]["state"] = "lab-state";
+  EXPECT_NE(ParseMiniCluster(object).ErrorText().find(
+                "spec.flux.state.claimName: must name"),
+            std::string::npos);
+
+  object["spec"]["flux"]["state"] = {{"claimName", "lab-state"}};
+  object["spec"]["volumes"] = {
+      {{"name", "data"}, {"emptyDir", json::object()}}};
+  object["spec"]["volumeMounts"] = {
+      {{"name", "data"}, {"mountPath", "/var/lib/flux/x"}}};
+  EXPECT_NE(ParseMiniCluster(object).ErrorText().find(
+                "spec.volumeMounts: \"/var/lib/flux/x\" is at or under "
+                "/var/lib/flux, where spec.flux.state's claim is mounted"),
+            std::string::npos);
+  object["spec"]["volumeMounts"][0]["mountPath"] = "/var/lib";
+  EXPECT_TRUE(ParseMiniCluster(object).ok());
+  object["spec"]["volumes"][0]["name"] = "flux-state";
+  object["spec"]["volumeMounts"][0]["name"] = "flux-state";
+  EXPECT_FALSE(ParseMiniCluster(object).ok()) << "the controller's volume";
+
+  object = MiniClusterObject();
+  object["spec"]["command"] = {"hostname"};
+  object["spec"]["flux"]["state"] = {{"claimName", "lab-state"}};
+  EXPECT_NE(ParseMiniCluster(object).ErrorText().find(
+                "spec.flux.state: only a persistent MiniCluster"),
+            std::string::npos);
 }
 
 TEST(MiniClusterParse, RejectsNamesThatCannotNameAServiceOrHostname) {

@@ -136,6 +136,8 @@ TEST(Render, KnownFieldsAreTheCrdsDeclaredOnes) {
   EXPECT_EQ(as_set(known.flux), keys(spec["flux"]["properties"]));
   EXPECT_EQ(as_set(known.flux_scheduler),
             keys(spec["flux"]["properties"]["scheduler"]["properties"]));
+  EXPECT_EQ(as_set(known.flux_state),
+            keys(spec["flux"]["properties"]["state"]["properties"]));
   EXPECT_EQ(as_set(known.resources), keys(spec["resources"]["properties"]));
   EXPECT_EQ(as_set(known.toleration),
             keys(spec["tolerations"]["items"]["properties"]));

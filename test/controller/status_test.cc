@@ -306,6 +306,79 @@ TEST(Status, AFailedIndexIsSaidInTheMiniClustersWords) {
             "its output)");
 }
 
+// A persistent lead's pod is replaced like a follower's: lost past
+// spec.brokerRestarts, it is a broker lost too often, not the lead lost;
+// one that cannot write spec.flux.state's claim says so.
+TEST(Status, APersistentLeadFailsAsAnyBrokerOrForItsStateClaim) {
+  json object = MiniClusterObject();
+  object["spec"].erase("command");
+  const MiniCluster persistent = *ParseMiniCluster(object).minicluster;
+  json job = Job(
+      false,
+      json::array({Condition("Failed", "True", "MaxFailedIndexesExceeded")}));
+  job["status"]["failedIndexes"] = "0";
+  const std::vector<json> none;
+  EXPECT_EQ(Find(ComputeStatus(persistent, &job, nullptr, kNow, &none),
+                 "Failed")["reason"],
+            "BrokerRestartsExhausted");
+  const std::vector<json> unwritable = {FailedPod(0, kStateUnwritableExit)};
+  const json status =
+      ComputeStatus(persistent, &job, nullptr, kNow, &unwritable);
+  EXPECT_EQ(Find(status, "Failed")["reason"], "StateUnwritable");
+  EXPECT_NE(Find(status, "Failed")["message"].get<std::string>().find(
+                "give spec.fluxUser write access"),
+            std::string::npos);
+}
+
+// LeadReplaced: absent until the lead's pod is replaced, then what the new
+// lead kept (from the Job's state volume), its time kept while it holds.
+TEST(Status, LeadReplacedSaysWhetherTheQueueWasKept) {
+  json object = MiniClusterObject();
+  object["spec"].erase("command");
+  MiniCluster mc = *ParseMiniCluster(object).minicluster;
+  json job = Job(false);
+  auto lead = [](const char* failures, const char* ignored) {
+    json pod{{"metadata",
+              {{"labels", {{"batch.kubernetes.io/job-completion-index", "0"}}},
+               {"annotations",
+                {{"batch.kubernetes.io/job-index-failure-count", failures}}}}}};
+    if (ignored != nullptr) {
+      pod["metadata"]["annotations"]
+         ["batch.kubernetes.io/job-index-ignored-failure-count"] = ignored;
+    }
+    return pod;
+  };
+  std::vector<json> pods = {lead("0", nullptr)};
+  EXPECT_TRUE(
+      Find(ComputeStatus(mc, &job, nullptr, kNow, &pods), "LeadReplaced")
+          .is_null());
+  pods = {lead("0", nullptr), lead("1", "1")};
+  mc.status = ComputeStatus(mc, &job, nullptr, "2020-01-01T00:00:00Z", &pods);
+  const json& lost = Find(mc.status, "LeadReplaced");
+  EXPECT_EQ(lost["status"], "True");
+  EXPECT_EQ(lost["reason"], "QueueLost");
+  EXPECT_EQ(lost["message"].get<std::string>().rfind(
+                "the lead pod was replaced (index 0 lost 2 times); a new, "
+                "empty Flux instance started",
+                0),
+            0u)
+      << lost;
+  job["spec"]["template"]["spec"]["volumes"] =
+      json::array({{{"name", "flux-state"},
+                    {"persistentVolumeClaim", {{"claimName", "lab-state"}}}}});
+  const json restored = ComputeStatus(mc, &job, nullptr, kNow, &pods);
+  EXPECT_EQ(Find(restored, "LeadReplaced")["reason"], "QueueRestored");
+  EXPECT_EQ(Find(restored, "LeadReplaced")["lastTransitionTime"],
+            "2020-01-01T00:00:00Z");
+  EXPECT_NE(Find(restored, "LeadReplaced")["message"].get<std::string>().find(
+                "from spec.flux.state (claim lab-state)"),
+            std::string::npos);
+  // An ephemeral lead lost fails the MiniCluster instead.
+  EXPECT_TRUE(
+      Find(ComputeStatus(Mc(), &job, nullptr, kNow, &pods), "LeadReplaced")
+          .is_null());
+}
+
 TEST(Status, NoJobYetIsPending) {
   const json status = ComputeStatus(Mc(), nullptr, nullptr, kNow);
   EXPECT_EQ(status["state"], "Pending");
