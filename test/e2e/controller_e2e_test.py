@@ -252,7 +252,10 @@ def test_lifecycle(work):
 
         # A follower of the persistent one says "replace me" (75): the Job
         # controller makes a new pod of index 1 (after its 10 s back-off).
-        # Then the lead says "lost" (76): podFailurePolicy fails the Job.
+        # So does its lead (a persistent lead's pod is replaced too): the
+        # new pod carries the index's failure count, and the MiniCluster says
+        # its queue was lost (no spec.flux.state). Then the lead says "lost"
+        # (76, an ephemeral lead's code): podFailurePolicy fails the Job.
         pods = wait_for("2 pods of Job pers", lambda: len(job_pods(ns, "pers")) == 2 and job_pods(ns, "pers"))
         pod1 = next(p for p in pods if pod_index(p) == 1)
         set_pod_status(ns, pod1["metadata"]["name"], "Failed", exit_code=75)
@@ -261,11 +264,20 @@ def test_lifecycle(work):
             and p["metadata"]["uid"] != pod1["metadata"]["uid"]], timeout=60)
         check_eq(state(ns, "pers"), "Running", "pers after a follower was replaced")
         pod0 = next(p for p in pods if pod_index(p) == 0)
+        set_pod_status(ns, pod0["metadata"]["name"], "Failed", exit_code=75)
+        pod0 = wait_for("a new pod of index 0", lambda: next((
+            p for p in job_pods(ns, "pers") if pod_index(p) == 0
+            and p["metadata"]["uid"] != pod0["metadata"]["uid"]), None), timeout=60)
+        mc = wait_for("pers LeadReplaced", lambda: (lambda m: m if condition(
+            m, "LeadReplaced") else None)(get("miniclusters.minicluster.dev", "pers", ns)))
+        check_eq(condition(mc, "LeadReplaced")["reason"], "QueueLost", "pers LeadReplaced reason")
+        check_eq(mc["status"]["state"], "Running", "pers after its lead was replaced")
         set_pod_status(ns, pod0["metadata"]["name"], "Failed", exit_code=76)
         wait_for("Job pers Failed", lambda: cond_true(get("job", "pers", ns), "Failed"))
         mc = wait_state(ns, "pers", "Failed")
         check_eq(condition(mc, "Failed")["reason"], "LeadBrokerLost", "pers Failed reason")
-        log("pers: a follower replaced, then the lead lost -> Failed (LeadBrokerLost)")
+        log("pers: a follower replaced, the lead replaced (LeadReplaced: QueueLost), then the "
+            "lead lost -> Failed (LeadBrokerLost)")
 
         # spec.suspend toggles the held Job (unqueued: the controller owns suspend).
         patch("minicluster", "held", ns, {"spec": {"suspend": False}})
@@ -282,7 +294,7 @@ def test_lifecycle(work):
         # One event per state change, none per reconcile.
         wait_reasons(ns, "eph", ["Queued", "Started", "Completed"])
         # pers has no CPU request: Flux would schedule the node's hwloc view.
-        wait_reasons(ns, "pers", ["Queued", "Started", "NoResourceRequest", "Failed"])
+        wait_reasons(ns, "pers", ["Queued", "Started", "NoResourceRequest", "QueueLost", "Failed"])
         wait_reasons(ns, "queued", ["Queued"])
         wait_reasons(ns, "held", ["Queued", "Started", "Suspended"])
         failed = mc_events(ns, "pers")[-1]
@@ -291,7 +303,7 @@ def test_lifecycle(work):
               f"event Failed note: {failed['note']!r}")
         check_eq(mc_events(ns, "eph")[-1]["regarding"]["uid"],
                  get("miniclusters.minicluster.dev", "eph", ns)["metadata"]["uid"], "event regarding.uid")
-        log("events: eph Queued, Started, Completed; pers ... Failed; held ... Suspended")
+        log("events: eph Queued, Started, Completed; pers ... QueueLost, Failed; held ... Suspended")
 
         # Level-triggered and idempotent: events that change nothing the
         # controller cares about (annotations) cause no writes, though the

@@ -634,8 +634,10 @@ def test_follower_lost(work):
     BrokersRejoined Event; the eviction is not counted against
     spec.brokerRestarts. A `flux submit -N3` made while index 2 is down
     waits and runs once it is back (the lead's scheduler gate). Then the
-    lead's pod deleted: the MiniCluster Failed, LeadBrokerLost, nothing
-    replaced."""
+    lead's pod deleted, without spec.flux.state: a new lead pod starts an
+    empty instance that the followers rejoin in their own pods, the
+    MiniCluster Running throughout and saying the queue was lost
+    (LeadReplaced: QueueLost, and its Event)."""
     ns, name = "mc-loss", "loss"
     create_namespace(ns)
     apply(minicluster(name, ns, 3))
@@ -670,8 +672,8 @@ def test_follower_lost(work):
         # (10 s) to run two execs, and the rejoin clears that message.
         waiting = None
         if how == "delete":
-            waiting = kubectl("exec", "-n", ns, lead, "--", "flux", "submit", "-N3", "hostname",
-                              timeout=60).stdout.strip()
+            waiting = submitted = kubectl("exec", "-n", ns, lead, "--", "flux", "submit", "-N3",
+                                          "hostname", timeout=60).stdout.strip()
             log(f"submitted while index 2 is down: {waiting}; "
                 + flux_out(ns, lead, "queue", "status").replace("\n", "; "))
         pods = wait_for(f"a new index-{index} pod Ready", lambda: (
@@ -700,18 +702,74 @@ def test_follower_lost(work):
         check_eq(len(minicluster_events(name, ns, "BrokersRejoined")), round_ + 1,
                  "BrokersRejoined Events")
     uids = [p["metadata"]["uid"] for p in pods]
-    t0 = time.monotonic()
-    kubectl("delete", "pod", "-n", ns, lead, "--wait=false")
-    failed = wait_for("Failed after the lead's pod was deleted",
-                      lambda: failed_condition(name, ns), timeout=120)
-    log(f"lead deleted -> Failed in {time.monotonic() - t0:.1f}s: {failed['reason']}: "
-        f"{failed['message'][:240]}")
-    check_eq(failed["reason"], "LeadBrokerLost", "why the MiniCluster failed")
-    wait_for("no broker pod left running", lambda: not [
-        p for p in pods_of(name, ns) if p["status"].get("phase") in ("Pending", "Running")],
-        timeout=120)
+    pods = replace_lead(name, ns, pods)
+    r = kubectl("exec", "-n", ns, pods[0]["metadata"]["name"], "--", "flux", "jobs", "-no",
+                "{status}", submitted, check_rc=False, timeout=60)
+    check(r.returncode != 0, f"a job of the lost instance, unknown to the new one: "
+          f"{r.stdout.strip()} {r.stderr.strip()}")
+    lead_replaced(name, ns, "QueueLost")
+    uids += [pods[0]["metadata"]["uid"]]
     kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
     wait_gone(name, ns, uids)
+
+
+def replace_lead(name, ns, pods):
+    """Deletes the lead's pod of a persistent size-3 MiniCluster: a new one
+    runs the instance and the followers rejoin it in their own pods, the
+    MiniCluster Running throughout. The pods after."""
+    lead = pods[0]["metadata"]
+    t0 = time.monotonic()
+    kubectl("delete", "pod", "-n", ns, lead["name"], "--wait=false")
+    states = set()
+
+    def new_lead_full():
+        states.add(state(name, ns))
+        ps = ready_pods(name, ns, 3)
+        if not ps or ps[0]["metadata"]["uid"] == lead["uid"]:
+            return None
+        return ps if overlay_full(ns, ps[0]["metadata"]["name"]) else None
+
+    pods_after = wait_for("a new lead pod with every rank online", new_lead_full, timeout=240)
+    wait_for("flux run -N3 from the new lead",
+             lambda: run_answers(ns, pods_after[0]["metadata"]["name"], name), timeout=120)
+    log(f"lead pod deleted -> flux run -N3 answers: {time.monotonic() - t0:.1f}s; "
+        f"MiniCluster states seen: {sorted(states)}")
+    check_eq(sorted(states), ["Running"], "the MiniCluster while its lead was replaced")
+    check_eq([p["metadata"]["uid"] for p in pods_after[1:]],
+             [p["metadata"]["uid"] for p in pods[1:]], "the followers' pods, none replaced")
+    return pods_after
+
+
+def lead_replaced(name, ns, reason):
+    """The LeadReplaced condition and its one Event say `reason`."""
+    mc = get("miniclusters.minicluster.dev", name, ns) or {}
+    c = next((c for c in mc.get("status", {}).get("conditions", [])
+              if c["type"] == "LeadReplaced"), {})
+    check_eq((c.get("status"), c.get("reason")), ("True", reason), "LeadReplaced")
+    log(f"LeadReplaced: {c.get('message')}")
+    events = wait_for(f"a {reason} Event", lambda: minicluster_events(name, ns, reason), timeout=30)
+    check_eq(len(events), 1, f"{reason} Events")
+
+
+def state_claim(work, ns, name):
+    """spec.flux.state for a MiniCluster `name`: a claim bound to a volume
+    on the node's disk (hostPath), its root owned by the brokers' user as
+    an administrator would make it."""
+    path = os.path.join(work, f"state-{ns}-{name}")
+    os.makedirs(path, exist_ok=True)
+    os.chown(path, FLUX_USER["uid"], FLUX_USER["gid"])
+    apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-{name}"},
+           "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                    "hostPath": {"path": path, "type": "Directory"},
+                    "claimRef": {"namespace": ns, "name": name}}})
+    apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": name, "namespace": ns},
+           "spec": {"storageClassName": "", "volumeName": f"{ns}-{name}",
+                    "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    wait_for("the state claim Bound", lambda: (get("pvc", name, ns) or {}).get(
+        "status", {}).get("phase") == "Bound", timeout=60)
+    return {"fromImage": True, "state": {"claimName": name}}
 
 
 def job_status(ns, lead, jobid):
@@ -734,10 +792,14 @@ def test_broker_crash(work):
     exception, the MiniCluster Running throughout, nothing counted against
     the Job. Rank 0 stopped (SIGSTOP) for longer than the readiness probe's
     failure threshold: no pod goes NotReady (the probe repeats its last
-    verdict while rank 0 does not answer)."""
+    verdict while rank 0 does not answer). Rank 0's statedir is on a
+    claim (spec.flux.state): its pod deleted with a job running and one
+    pending, the new lead pod restores the queue and its history, the
+    followers rejoin in their own pods, the MiniCluster Running
+    throughout (LeadReplaced: QueueRestored)."""
     ns, name = "mc-crash", "crash"
     create_namespace(ns)
-    apply(minicluster(name, ns, 3))
+    apply(minicluster(name, ns, 3, flux=state_claim(work, ns, name)))
     pods = wait_for("three brokers Running and Ready", lambda: ready_pods(name, ns, 3), timeout=240)
     lead = pods[0]["metadata"]["name"]
     uids = [p["metadata"]["uid"] for p in pods]
@@ -792,8 +854,28 @@ def test_broker_crash(work):
     # may pass kubelet's timeout (seen in CI, two tests at a time).
     check_eq(sorted(unready - {lead}), [], "followers NotReady while rank 0 was stopped")
     wait_for("flux run -N3 after rank 0 resumed", lambda: run_answers(ns, lead, name), timeout=60)
+
+    running = flux_out(ns, lead, "submit", "-N3", "--exclusive", "sleep", "600")
+    pending = flux_out(ns, lead, "submit", "-N3", "hostname")
+    wait_for("the sleep running", lambda: job_status(ns, lead, running) == "RUN", timeout=60)
+    history = len(flux_out(ns, lead, "jobs", "-ano", "{id}").split())
+    time.sleep(2)  # rank 0's KVS checkpoint (every 1 s) holds both jobs
+    pods = replace_lead(name, ns, pods_of(name, ns))
+    lead = pods[0]["metadata"]["name"]
+    wait_for("the job pending at the loss, run", lambda: job_status(ns, lead, pending) == "COMPLETED",
+             timeout=60)
+    lost = job_status(ns, lead, running)
+    check(lost in ("FAILED", "CANCELED", "TIMEOUT") or "EXCEPTION" in lost,
+          f"the job running at the loss ended by an exception: {lost}")
+    jobs = flux_out(ns, lead, "jobs", "-ano", "{id}").split()
+    check(len(jobs) > history, f"the job history kept: {history} jobs before, {len(jobs)} after")
+    log(f"after the lead pod's loss: {len(jobs)} jobs known ({history} before, and each "
+        f"`flux run -N3` since); the running one {lost}")
+    lead_replaced(name, ns, "QueueRestored")
     kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
-    wait_gone(name, ns, uids)
+    wait_gone(name, ns, uids + [pods[0]["metadata"]["uid"]])
+    kubectl("delete", "pvc", name, "-n", ns)
+    kubectl("delete", "pv", f"{ns}-{name}")
 
 
 def test_follower_lost_without_cpu_request(work):
