@@ -25,7 +25,8 @@ throughput (issue 50): Fluxion and sched-simple, each
 in one persistent MiniCluster of the view, jobs/s for FCC_BENCH_SCHED_JOBS
 (default 500) one-core `true` jobs. And broker loss (issue 60): the time
 until `flux run -N<size>` answers again after a follower's broker, the
-lead's broker or a follower's pod is lost.
+lead's broker, a follower's pod or the lead's pod (without and with
+spec.flux.state) is lost.
 
 Prints numbers; asserts only that what it measures happened.
 
@@ -55,7 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "node"))
 from minicluster_node_test import (flux_image, index0_logs, minicluster,  # noqa: E402
                                    pods_of, ready_pods, running_pods, signal_broker, state,
-                                   wait_gone)
+                                   state_claim, wait_gone)
 from view_node_test import all_images, app, persistent_lead  # noqa: E402
 from node_lib import driver_image, install  # noqa: E402
 from e2e_lib import apply, check, create_namespace, get, items, kubectl, log, main, wait_for  # noqa: E402
@@ -442,11 +443,66 @@ def time_to_answer(ns, lead, size, lose, lost=lambda: True):
     return time.monotonic() - t0
 
 
+def new_index_pod(name, ns, index, old_uid):
+    """The pod of `index` that replaced `old_uid`, once there is one."""
+    return next((p for p in pods_of(name, ns) if p["metadata"]["uid"] != old_uid
+                 and p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
+                 == str(index)), None)
+
+
+def lead_pod_lost(name, ns, size, lead):
+    """Deletes the lead's pod; seconds until `flux run -N<size>` from the
+    new lead answers on every broker."""
+    t0 = time.monotonic()
+    kubectl("delete", "pod", "-n", ns, lead["name"], "--wait=false")
+    while True:
+        new = new_index_pod(name, ns, 0, lead["uid"])
+        if new and new["status"].get("phase") == "Running" and run_answers(
+                ns, new["metadata"]["name"], size):
+            return time.monotonic() - t0
+        check(time.monotonic() - t0 < 300, "flux run never answered from a new lead")
+        time.sleep(0.2)
+
+
+def loss_round(work, ns, size, round_, times):
+    """One new MiniCluster without state: a follower's broker, the lead's
+    broker, a follower's pod, then the lead's pod lost; and one with
+    spec.flux.state: its lead's pod lost."""
+    name = f"loss-{size}-{round_}"
+    apply(minicluster(name, ns, size, resources=RESOURCES))
+    pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=300)
+    lead, last = pods[0]["metadata"], pods[-1]["metadata"]
+    wait_for(f"{name}: flux run", lambda: run_answers(ns, lead["name"], size), timeout=120)
+    for kind, lose, lost in (
+            ("follower broker SIGKILL", lambda: signal_broker(ns, last["name"]), lambda: True),
+            ("lead broker SIGKILL", lambda: signal_broker(ns, lead["name"]), lambda: True),
+            ("follower pod deleted", lambda: kubectl(
+                "delete", "pod", "-n", ns, last["name"], "--wait=false"),
+             lambda: new_index_pod(name, ns, size - 1, last["uid"]))):
+        times[(size, kind)].append(time_to_answer(ns, lead["name"], size, lose, lost))
+    times[(size, "lead pod deleted, no state")].append(lead_pod_lost(name, ns, size, lead))
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+    wait_gone(name, ns, [])
+
+    name = f"state-{size}-{round_}"
+    apply(minicluster(name, ns, size, resources=RESOURCES, flux=state_claim(work, ns, name)))
+    pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=300)
+    lead = pods[0]["metadata"]
+    wait_for(f"{name}: flux run", lambda: run_answers(ns, lead["name"], size), timeout=120)
+    times[(size, "lead pod deleted, state")].append(lead_pod_lost(name, ns, size, lead))
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+    wait_gone(name, ns, [])
+    kubectl("delete", "pvc", name, "-n", ns)
+    kubectl("delete", "pv", f"{ns}-{name}")
+    for (s, kind), ts in times.items():
+        if s == size:
+            log(f"size {size}, {kind}: flux run -N{size} answers after {ts[-1]:.1f}s")
+
+
 def bench_loss(work, rounds=LOSS_ROUNDS):
-    """Issue 60: per size and round, a new persistent MiniCluster of the
-    Flux test image loses a follower's broker (SIGKILL), the lead's broker
-    (SIGKILL) and a follower's pod (deleted), each timed until `flux run
-    -N<size>` from the lead answers on every broker again. A new one each
+    """Issue 60: per size and round, new persistent MiniClusters of the Flux
+    test image lose a broker or a pod (loss_round), each timed until `flux
+    run -N<size>` from the lead answers on every broker again. New ones each
     round: the Job controller's back-off for an index doubles with each of
     its pods lost (10 s, 20 s, 40 s...)."""
     ns = "loss-bench"
@@ -454,31 +510,11 @@ def bench_loss(work, rounds=LOSS_ROUNDS):
     times = collections.defaultdict(list)
     for size, n in rounds:
         for round_ in range(n):
-            name = f"loss-{size}-{round_}"
-            apply(minicluster(name, ns, size, resources=RESOURCES))
-            pods = wait_for(f"{name}: Ready", lambda: ready_pods(name, ns, size), timeout=300)
-            lead, last = pods[0]["metadata"]["name"], pods[-1]["metadata"]
-            wait_for(f"{name}: flux run", lambda: run_answers(ns, lead, size), timeout=120)
-
-            def replaced():  # a new pod of that index: the old broker has stopped
-                return any(p["metadata"]["uid"] != last["uid"] for p in pods_of(name, ns)
-                           if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
-                           == str(size - 1))
-            for kind, lose, lost in (
-                    ("follower broker SIGKILL", lambda: signal_broker(ns, last["name"]),
-                     lambda: True),
-                    ("lead broker SIGKILL", lambda: signal_broker(ns, lead), lambda: True),
-                    ("follower pod deleted", lambda: kubectl(
-                        "delete", "pod", "-n", ns, last["name"], "--wait=false"), replaced)):
-                seconds = time_to_answer(ns, lead, size, lose, lost)
-                times[(size, kind)].append(seconds)
-                log(f"size {size}, {kind}: flux run -N{size} answers after {seconds:.1f}s")
-            kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
-            wait_gone(name, ns, [])
+            loss_round(work, ns, size, round_, times)
     print("\nUntil `flux run -N<size>` answers again after a loss (s):")
     for (size, kind), ts in times.items():
         ts = sorted(ts)
-        print(f"  size {size}, {kind:>24}: median {ts[len(ts) // 2]:.1f} "
+        print(f"  size {size}, {kind:>27}: median {ts[len(ts) // 2]:.1f} "
               f"(of {len(ts)}: {', '.join(f'{t:.1f}' for t in ts)})")
     return times
 
