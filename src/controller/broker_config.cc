@@ -36,7 +36,7 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
   // rank as big as that node, but known in advance, so a rank that left is
   // scheduled again when it rejoins.
   const BrokerResources grant = BrokerResourcesOf(mc.spec.resources);
-  toml += "[resource]\nnoverify = true\n";
+  toml += kResourceTableHead;
   if (grant.cores > 0) {
     toml += "[[resource.config]]\nhosts = \"" + BrokerHostlist(mc) + "\"\n";
     toml += "cores = \"" + IdRange(grant.cores) + "\"\n";
@@ -53,7 +53,16 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
     // statedir, and none when nothing changed.
     toml += "[kvs]\ncheckpoint-period = \"1s\"\n";
   }
+  if (mc.MayAdmitFewer()) {
+    // Replaces the default list, which is jobspec alone.
+    toml += "[ingest.validator]\nplugins = [\"jobspec\", \"" +
+            opts.config_mount_path + "/" + kAdmittedValidatorFile + "\"]\n";
+  }
   return toml;
+}
+
+std::string AdmittedCountPath(const DesiredOptions& opts) {
+  return opts.config_mount_path + "/admitted/count";
 }
 
 std::string NodeResourcePath(const DesiredOptions& opts) {

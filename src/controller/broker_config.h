@@ -13,8 +13,19 @@ struct DesiredOptions;
 
 // broker.toml: [bootstrap] with curve_cert on the CSI mount, the hosts and
 // how brokers reach each other through the headless Service; [resource]
-// from the pod's grant; the scheduler (SchedulerConfig); [tbon].
+// from the pod's grant; the scheduler (SchedulerConfig); [tbon]; and when
+// Kueue may admit fewer brokers than size, the job validator that refuses
+// a job larger than the admitted count (kAdmittedValidatorFile).
 std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
+
+// How [resource] starts in FluxBrokerConfig: the lead of a MiniCluster that
+// Kueue admitted in part adds its `exclude` right after it (StartScript).
+inline constexpr char kResourceTableHead[] = "[resource]\nnoverify = true\n";
+
+// The job validator plugin (in the config directory) and the file the
+// admitted count appears in (the downward API volume, under it).
+inline constexpr char kAdmittedValidatorFile[] = "admitted.py";
+std::string AdmittedCountPath(const DesiredOptions& opts);
 
 // A MiniCluster without a CPU grant describes its ranks by rank 0's node:
 // this shell line (with `flux` the command that runs Flux) writes that R to

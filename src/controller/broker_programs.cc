@@ -155,6 +155,46 @@ except Exception as e:
         load_scheduler('without the gate')
     sys.exit(1))";
 
+constexpr char kAdmittedCountWait[] = R"(import sys, time
+path, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        text = open(path).read().strip()
+    except OSError:
+        text = ''
+    if text.isdigit():
+        print(int(text))
+        sys.exit(0)
+    if time.monotonic() > end:
+        sys.exit(1)
+    time.sleep(0.2))";
+
+// Nodes are counted where the jobspec asks for them (`-N`); a job that
+// asks only for slots is placed by the scheduler within the admitted ones.
+constexpr char kAdmittedValidator[] =
+    R"(from flux.job.validator import ValidatorPlugin
+def admitted():
+    try:
+        text = open(COUNT).read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+def nodes(resources):
+    count = 0
+    for r in resources:
+        if r.get('type') == 'node':
+            c = r.get('count', 1)
+            count += c.get('min', 1) if isinstance(c, dict) else c
+    return count
+class Validator(ValidatorPlugin):
+    def validate(self, job):
+        have = admitted()
+        want = nodes(job.jobspec.get('resources', []))
+        if have is not None and have < SIZE and want > have:
+            return (19, f'this MiniCluster has {have} brokers, not {SIZE}: Kueue '
+                        f'admitted {have} (spec.minSize); ask for at most {have} nodes')
+)";
+
 // What both programs share: the way to the local broker, whose socket
 // appears a moment after the container (or a restarted broker) starts,
 // and whether a module of `module.list`'s provides the scheduler.
@@ -176,5 +216,16 @@ def scheduler_loaded(mods):
 std::string ReadinessCheck() { return std::string(kCommon) + kReadinessCheck; }
 
 std::string SchedulerGate() { return std::string(kCommon) + kSchedulerGate; }
+
+std::string AdmittedCountWait() { return kAdmittedCountWait; }
+
+std::string AdmittedValidator(const std::string& count_path, int size) {
+  // The path is the controller's (DesiredOptions), quoted by repr's rules
+  // for a path of plain characters.
+  return "# Written by minicluster-controller: jobs larger than the brokers "
+         "Kueue admitted are refused.\nCOUNT = '" +
+         count_path + "'\nSIZE = " + std::to_string(size) + "\n" +
+         kAdmittedValidator;
+}
 
 }  // namespace fcc::controller

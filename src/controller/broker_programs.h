@@ -21,6 +21,17 @@ std::string ReadinessCheck();
 // a broker that is coming instead of being refused as unsatisfiable.
 std::string SchedulerGate();
 
+// The lead's wait for the admitted count, `flux python -c WAIT FILE SECONDS`:
+// prints the count once FILE (the downward API's view of the lead pod's
+// annotation) holds one, exit 1 when none came in SECONDS.
+std::string AdmittedCountWait();
+
+// The instance's job validator plugin (flux job-validator loads a plugin by
+// its path): a job asking for more nodes than the brokers Kueue admitted
+// is refused at submission, naming the count, which it reads from
+// `count_path` (no count yet: no limit). `size`: spec.size.
+std::string AdmittedValidator(const std::string& count_path, int size);
+
 // What the gate writes as the queue's stop reason: a queue stopped with
 // any other reason (by a user) is never started by the gate.
 inline constexpr char kGateStopReason[] = "waiting for brokers: ";

@@ -120,9 +120,10 @@ void TrimPodForCache(json& pod) {
   const std::string& index =
       kube::StringAt(kube::FieldAt(m, "labels"), kIndexLabel);
   if (!index.empty()) metadata["labels"][kIndexLabel] = index;
-  for (const char* count : kFailureCounts) {
-    const json& value = kube::FieldAt(kube::FieldAt(m, "annotations"), count);
-    if (value.is_string()) metadata["annotations"][count] = value;
+  for (const char* key : {kFailureCounts[0], kFailureCounts[1],
+                          static_cast<const char*>(kAdmittedAnnotation)}) {
+    const json& value = kube::FieldAt(kube::FieldAt(m, "annotations"), key);
+    if (value.is_string()) metadata["annotations"][key] = value;
   }
   json status = json::object();
   if (const json& phase = kube::FieldAt(kube::FieldAt(pod, "status"), "phase");
@@ -192,6 +193,31 @@ std::string DownBrokers(const std::vector<json>& pods, int size) {
   }
   if (more > 0) text += ", and " + std::to_string(more) + " more";
   return text;
+}
+
+int AdmittedSize(const MiniCluster& mc, const json& job) {
+  const json& parallelism =
+      kube::FieldAt(kube::FieldAt(job, "spec"), "parallelism");
+  if (!parallelism.is_number_integer()) return mc.spec.size;
+  return std::clamp(parallelism.get<int>(), 0, mc.spec.size);
+}
+
+std::vector<const json*> LeadPodsToTell(const std::vector<json>& pods,
+                                        const std::string& count) {
+  std::vector<const json*> out;
+  for (const json& pod : pods) {
+    const json& metadata = kube::FieldAt(pod, "metadata");
+    const std::string& phase =
+        kube::StringAt(kube::FieldAt(pod, "status"), "phase");
+    if (IndexOf(pod) != 0 || metadata.contains("deletionTimestamp") ||
+        phase == "Succeeded" || phase == "Failed" ||
+        kube::StringAt(kube::FieldAt(metadata, "annotations"),
+                       kAdmittedAnnotation) == count) {
+      continue;
+    }
+    out.push_back(&pod);
+  }
+  return out;
 }
 
 int LeadReplacements(const std::vector<json>& pods) {

@@ -7,12 +7,25 @@
 #include <string>
 #include <vector>
 
+#include "controller/minicluster.h"
+
 namespace fcc::controller {
 
-// Keeps of a broker pod what DownBrokers and LeadReplacements read: its
-// index label, the Job controller's failure counts, creation and deletion
-// times, owner, and of its status the phase, the Ready and DisruptionTarget
-// conditions and the broker container's state.
+// The brokers the running Job has: spec.size, or fewer when Kueue admitted
+// fewer (partial admission sets the Job's parallelism).
+int AdmittedSize(const MiniCluster& mc, const nlohmann::json& job);
+
+// The lead's pods (index 0, neither deleted nor finished) whose
+// kAdmittedAnnotation does not say `count`: the controller annotates them
+// (the lead of a MiniCluster Kueue may admit in part waits for it).
+std::vector<const nlohmann::json*> LeadPodsToTell(
+    const std::vector<nlohmann::json>& pods, const std::string& count);
+
+// Keeps of a broker pod what DownBrokers, LeadReplacements and
+// LeadPodsToTell read: its index label, the Job controller's failure
+// counts, kAdmittedAnnotation, creation and deletion times, owner, and of its
+// status the phase, the Ready and DisruptionTarget conditions and the broker
+// container's state.
 void TrimPodForCache(nlohmann::json& pod);
 
 // "index 1 (OOMKilled), index 2 (evicted)": each index below `size` none of

@@ -1,6 +1,7 @@
 #include "controller/desired.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/names.h"
 #include "common/volume_contract.h"
@@ -107,6 +108,11 @@ json VolumeMounts(const MiniCluster& mc, const DesiredOptions& opts) {
   if (!mc.spec.flux.state_claim.empty()) {
     mounts.push_back({{"name", kStateVolume}, {"mountPath", kStateMountPath}});
   }
+  if (mc.MayAdmitFewer()) {
+    mounts.push_back({{"name", kAdmittedVolume},
+                      {"mountPath", opts.config_mount_path + "/admitted"},
+                      {"readOnly", true}});
+  }
   for (const auto& mount : mc.spec.volume_mounts) mounts.push_back(mount);
   return mounts;
 }
@@ -153,6 +159,17 @@ json Volumes(const MiniCluster& mc, const DesiredOptions& opts) {
                         {{"driver", common::kDriverName},
                          {"readOnly", true},
                          {"volumeAttributes", {{common::kAttrView, view}}}}}});
+  }
+  if (mc.MayAdmitFewer()) {
+    // Empty until the controller annotates the lead's pod.
+    volumes.push_back(
+        {{"name", kAdmittedVolume},
+         {"downwardAPI",
+          {{"items", json::array({{{"path", "count"},
+                                   {"fieldRef",
+                                    {{"fieldPath",
+                                      std::string("metadata.annotations['") +
+                                          kAdmittedAnnotation + "']"}}}}})}}}});
   }
   if (!mc.spec.flux.state_claim.empty()) {
     // One template for every index: followers mount it too, unused.
@@ -473,27 +490,83 @@ std::string BrokerExitRules(const MiniCluster& mc) {
   return rules;
 }
 
-// Persistent MiniClusters admitted whole only: rank 0 runs rc1 without a
-// scheduler and SchedulerGate loads it once every rank is up. An initial
-// program would pass FLUX_SCHED_MODULE on to instances it starts, and
-// without the admitted count (partial admission) the gate cannot know
-// which ranks are coming.
-bool GatesScheduler(const MiniCluster& mc) {
-  return !mc.ephemeral() && mc.MinSize() == mc.spec.size;
+// Persistent MiniClusters: rank 0 runs rc1 without a scheduler and
+// SchedulerGate loads it once every rank that is coming is up: all of
+// them, or those Kueue admitted when it may admit fewer (none gated when
+// the count did not come). An initial program would pass
+// FLUX_SCHED_MODULE on to instances it starts.
+bool GatesScheduler(const MiniCluster& mc) { return !mc.ephemeral(); }
+
+std::string GatedBrokers(const MiniCluster& mc) {
+  return mc.MayAdmitFewer() ? "\"$admitted\"" : std::to_string(mc.spec.size);
 }
 
 // The lead's gate, started before its broker (nothing may fork between
 // the broker's start and its wait).
 std::string SchedulerGateCommand(const MiniCluster& mc,
                                  const std::string& flux) {
-  return "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
+  return "if [ \"$sched\" = none ]; then\n"
          "  [ -z \"$gate\" ] || kill \"$gate\" 2>/dev/null || :\n  " +
          flux + " python -c " + ShellQuote(SchedulerGate()) + " " +
-         std::to_string(mc.spec.size) + " " + flux + " " +
-         ShellQuote(kGateStopReason) +
+         GatedBrokers(mc) + " " + flux + " " + ShellQuote(kGateStopReason) +
          " &\n"
          "  gate=$!\n"
          "fi\n";
+}
+
+// When Kueue may admit fewer brokers than size, the lead waits for the
+// count (the controller annotates its pod once the Job runs): its broker
+// waits for that many (broker.quorum), excludes the ranks never admitted
+// from the instance's resources, and gates its scheduler on the admitted
+// ones. No count in kAdmittedWaitSeconds (no controller to give it, a
+// MultiKueue worker's copy): spec.minSize, as before the count existed.
+std::string AdmittedCount(const MiniCluster& mc, const DesiredOptions& opts) {
+  const std::string last = std::to_string(mc.spec.size - 1);
+  const std::string min_size = std::to_string(mc.MinSize());
+  return "admitted=\nexclude=\nquorum=" + min_size +
+         "\n"
+         "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
+         "  admitted=$(" +
+         FluxCommand(mc, opts) + " python -c " +
+         ShellQuote(AdmittedCountWait()) + " " + AdmittedCountPath(opts) + " " +
+         std::to_string(kAdmittedWaitSeconds) +
+         ") || admitted=\n"
+         "  if [ -n \"$admitted\" ]; then\n"
+         "    quorum=$admitted\n"
+         "    if [ \"$admitted\" -eq " +
+         last + " ]; then exclude=" + last +
+         "\n"
+         "    elif [ \"$admitted\" -lt " +
+         last + " ]; then exclude=\"$admitted-" + last +
+         "\"; fi\n"
+         "  else\n"
+         "    echo \"flux-broker: no admitted count in " +
+         std::to_string(kAdmittedWaitSeconds) + " s (annotation " +
+         kAdmittedAnnotation + "): starting with spec.minSize, " + min_size +
+         " brokers\" >&2\n"
+         "  fi\n"
+         "fi\n";
+}
+
+// The broker config, with the lead's `exclude` (AdmittedCount) when Kueue
+// may admit fewer brokers than size.
+std::string WriteBrokerConfig(const MiniCluster& mc,
+                              const DesiredOptions& opts) {
+  const std::string config = FluxBrokerConfig(mc, opts);
+  const std::string file = opts.config_mount_path + "/broker.toml";
+  if (!mc.MayAdmitFewer()) {
+    return "printf '%s' " + ShellQuote(config) + " > " + file + "\n";
+  }
+  const size_t split =
+      config.find(kResourceTableHead) + std::strlen(kResourceTableHead);
+  return "printf '%s' " + ShellQuote(config.substr(0, split)) + " > " + file +
+         "\n"
+         "[ -z \"$exclude\" ] || printf 'exclude = \"%s\"\\n' \"$exclude\" "
+         ">> " +
+         file + "\nprintf '%s' " + ShellQuote(config.substr(split)) + " >> " +
+         file + "\n" + "printf '%s' " +
+         ShellQuote(AdmittedValidator(AdmittedCountPath(opts), mc.spec.size)) +
+         " > " + opts.config_mount_path + "/" + kAdmittedValidatorFile + "\n";
 }
 
 std::string BrokerCommand(const MiniCluster& mc, const DesiredOptions& opts) {
@@ -506,9 +579,7 @@ std::string BrokerCommand(const MiniCluster& mc, const DesiredOptions& opts) {
              " -Slocal-uri=" + FluxLocalUri(opts);
   // Kueue may admit fewer brokers (partial admission): the instance starts
   // with minSize online, the ranks not admitted stay down.
-  if (mc.MinSize() < mc.spec.size) {
-    command += " -Sbroker.quorum=" + std::to_string(mc.MinSize());
-  }
+  if (mc.MayAdmitFewer()) command += " -Sbroker.quorum=$quorum";
   if (mc.ephemeral()) {
     // Only rank 0 runs the initial program; when it exits the instance
     // shuts down and every follower broker exits 0.
@@ -526,8 +597,7 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   std::string script;
   script += "# Written by minicluster-controller; the same for every index.\n";
   script += "set -eu\n";
-  script += "printf '%s' " + ShellQuote(FluxBrokerConfig(mc, opts)) + " > " +
-            opts.config_mount_path + "/broker.toml\n";
+  if (!mc.MayAdmitFewer()) script += WriteBrokerConfig(mc, opts);
   script += "printf '%s' " + ShellQuote(ShellRc()) + " > " +
             opts.config_mount_path + "/" + kShellRcFile + "\n";
   script += NodeResourceCommand(mc, opts, FluxCommand(mc, opts));
@@ -542,10 +612,14 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   // need not have).
   script += CheckStateDir(mc);
   script += TrapTerm(mc);
+  if (mc.MayAdmitFewer()) {
+    script += AdmittedCount(mc, opts);
+    script += WriteBrokerConfig(mc, opts);
+  }
   if (GatesScheduler(mc)) {
-    script +=
-        "sched=\ngate=\n[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || "
-        "sched=none\n";
+    script += "sched=\ngate=\n[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || ";
+    script += mc.MayAdmitFewer() ? "[ -z \"$admitted\" ] || sched=none\n"
+                                 : "sched=none\n";
   }
   script += "restarts=0\nwhile :; do\n";
   script += "read -r up _ </proc/uptime\nstarted=${up%.*}\n";

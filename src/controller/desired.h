@@ -34,6 +34,10 @@ inline constexpr int kStateUnwritableExit = 78;  // EX_CONFIG
 // count. Past it the pod ends with the exit codes above.
 inline constexpr int kBrokerRestartsInPod = 3;
 inline constexpr int kStableBrokerSeconds = 600;
+// How long the lead of a MiniCluster Kueue may admit in part waits for the
+// admitted count (the controller's annotation on its pod) before it starts
+// as if minSize were admitted.
+inline constexpr int kAdmittedWaitSeconds = 60;
 
 // The claim of spec.flux.state in the Job's pod template (what its pods
 // mount), or "".

@@ -528,7 +528,7 @@ void ReadServiceAccount(const json& spec, PodFields& pod, Errors& errors) {
 
 bool IsOwnedVolume(const std::string& name) {
   return name == kCurveVolume || name == kConfigVolume || name == kRunVolume ||
-         name == kViewVolume || name == kStateVolume;
+         name == kViewVolume || name == kStateVolume || name == kAdmittedVolume;
 }
 
 void CheckVolume(const json& volume, const std::string& where,

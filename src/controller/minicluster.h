@@ -48,6 +48,11 @@ inline constexpr char kConfigVolume[] = "flux-config";
 inline constexpr char kRunVolume[] = "flux-run";
 inline constexpr char kViewVolume[] = "flux-view";
 inline constexpr char kStateVolume[] = "flux-state";
+// The count of brokers Kueue admitted, on the lead's pod: the controller
+// sets the annotation, a downward API volume (kAdmittedVolume) shows it to
+// the lead's start script and to the instance's job validator.
+inline constexpr char kAdmittedVolume[] = "flux-admitted";
+inline constexpr char kAdmittedAnnotation[] = "minicluster.dev/admitted";
 // Where spec.flux.state's claim is mounted; rank 0's statedir is
 // <here>/<MiniCluster name>.
 inline constexpr char kStateMountPath[] = "/var/lib/flux";
@@ -166,6 +171,8 @@ struct MiniCluster {
   // The fewest brokers it may start with: spec.minSize when queued (Kueue
   // may admit fewer than size), else size.
   int32_t MinSize() const;
+  // Kueue may admit fewer brokers than size (partial admission).
+  bool MayAdmitFewer() const { return MinSize() < spec.size; }
 };
 
 struct ParseResult {

@@ -1,5 +1,6 @@
 #include "controller/plan.h"
 
+#include "controller/brokers.h"
 #include "controller/status.h"
 #include "kube/api_path.h"
 #include "kube/object_meta.h"
@@ -124,6 +125,36 @@ std::optional<Action> NetworkPolicyStep(const MiniCluster& mc,
                            mc.namespace_name));
 }
 
+// Kueue may admit fewer brokers than size (the Job asks it to, with
+// kMinParallelismAnnotation: the cached MiniCluster has no minSize): once
+// the Job runs, the lead's pod is told how many (its start script waits
+// for the annotation).
+void AdmittedCountSteps(const MiniCluster& mc, const json& job,
+                        const std::vector<json>* pods,
+                        std::vector<Action>& actions) {
+  const json& asked = kube::FieldAt(
+      kube::FieldAt(kube::FieldAt(job, "metadata"), "annotations"),
+      kMinParallelismAnnotation);
+  if (!asked.is_string() || pods == nullptr || JobSuspended(job) ||
+      JobFinished(job)) {
+    return;
+  }
+  const std::string count = std::to_string(AdmittedSize(mc, job));
+  for (const json* pod : LeadPodsToTell(*pods, count)) {
+    const std::string& name = kube::ObjectMeta(*pod).name();
+    actions.push_back({Action::Kind::kApplyLeadAdmitted,
+                       kube::ObjectPath("v1", "pods", mc.namespace_name, name),
+                       {{"apiVersion", "v1"},
+                        {"kind", "Pod"},
+                        {"metadata",
+                         {{"name", name},
+                          {"namespace", mc.namespace_name},
+                          {"annotations", {{kAdmittedAnnotation, count}}}}}},
+                       kFieldManager,
+                       true});
+  }
+}
+
 // An existing Job: its metadata, and spec.suspend of an unqueued one.
 void ExistingJobSteps(const MiniCluster& mc, const json& job,
                       std::vector<Action>& actions) {
@@ -184,6 +215,8 @@ std::string ActionName(Action::Kind kind) {
       return "apply Job metadata";
     case Action::Kind::kSetJobSuspend:
       return "set Job suspend";
+    case Action::Kind::kApplyLeadAdmitted:
+      return "apply the lead pod's admitted count";
     case Action::Kind::kApplyStatus:
       return "apply status";
   }
@@ -211,6 +244,7 @@ std::vector<Action> PlanReconcile(const Observed& observed,
            DesiredJob(mc, options), kCreateFieldManager, false});
     } else if (!JobInTheWay(mc, observed.job)) {
       ExistingJobSteps(mc, *observed.job, actions);
+      AdmittedCountSteps(mc, *observed.job, observed.pods, actions);
     }
   }
   if (auto status = StatusStep(*parsed, observed, now, false))

@@ -19,6 +19,8 @@
 //    the MiniCluster or on the Job), where Kueue owns suspend.
 //  * The Service and the NetworkPolicy are fully owned: created, then
 //    applied with force by "minicluster-controller" when they drift.
+//  * Of a pod, only the lead's kAdmittedAnnotation, applied by
+//    "minicluster-controller" when Kueue may admit fewer brokers than size.
 #pragma once
 
 #include <chrono>
@@ -55,6 +57,7 @@ struct Action {
     kCreateJob,
     kApplyJob,
     kSetJobSuspend,
+    kApplyLeadAdmitted,
     kApplyStatus
   };
   Kind kind;

@@ -48,15 +48,6 @@ std::string PendingChecks(const json& status) {
   return text;
 }
 
-// The brokers the running Job has: spec.size, or fewer when Kueue admitted
-// fewer (partial admission sets the Job's parallelism).
-int AdmittedSize(const MiniCluster& mc, const json& job) {
-  const json& parallelism =
-      kube::FieldAt(kube::FieldAt(job, "spec"), "parallelism");
-  if (!parallelism.is_number_integer()) return mc.spec.size;
-  return std::clamp(parallelism.get<int>(), 0, mc.spec.size);
-}
-
 struct Verdict {
   State state;
   std::string reason;

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "controller/broker_config.h"
+#include "controller/broker_programs.h"
 #include "test_objects.h"
 
 namespace fcc::controller {
@@ -622,9 +624,10 @@ TEST(DesiredJob, MinSizeAsksKueueForPartialAdmissionAndSetsTheQuorum) {
                   {kCompletionsEqualParallelismAnnotation, "true"}}));
   // Kueue sets both to the admitted count; it refuses them unequal.
   EXPECT_EQ(job["spec"]["completions"], job["spec"]["parallelism"]);
-  EXPECT_NE(
-      StartScript(Parse(object), DesiredOptions{}).find(" -Sbroker.quorum=2 "),
-      std::string::npos);
+  // The lead's quorum: the admitted count (AdmittedCountWait, below).
+  EXPECT_NE(StartScript(Parse(object), DesiredOptions{})
+                .find(" -Sbroker.quorum=$quorum "),
+            std::string::npos);
 
   // minSize == size: nothing to ask (Kueue refuses a minimum not below the
   // pod count).
@@ -681,7 +684,8 @@ class StartScriptRun {
       // `flux python` (the lead's scheduler gate) says it ran and ends.
       flux << "#!/bin/sh\nif [ \"$1\" = R ]; then printf '%s\\n' \"$@\" > "
            << dir_ << "/r-args; echo '{\"version\": 1}'; exit 0; fi\n"
-           << "if [ \"$1\" = python ]; then printf '%s\\n' \"$4\" \"$5\" > "
+           << "if [ \"$1\" = python ]; then case $4 in */admitted/count) "
+              "exec cat \"$4\";; esac; printf '%s\\n' \"$4\" \"$5\" > "
            << dir_ << "/gate-args; exit 0; fi\n"
            << (flux_on_term.empty() ? "" : "trap '" + flux_on_term + "' TERM\n")
            << "echo \"${FLUX_SCHED_MODULE-unset}\" >> " << dir_ << "/starts\n"
@@ -879,6 +883,99 @@ TEST(StartScript, APersistentLeadGatesItsScheduler) {
             0);
   EXPECT_EQ(run.Read("starts"), "unset\n");
   EXPECT_EQ(run.Read("gate-args"), "");
+}
+
+// Kueue may admit 2 to 4 brokers: the lead waits for the count the
+// controller gives its pod (AdmittedCountWait, here a file the stand-in
+// prints), then waits for that many brokers, excludes the others from its
+// resources and gates its scheduler on the admitted ones. Without a count
+// it starts as before: quorum minSize, nothing excluded, no gate.
+TEST(StartScript, TheLeadOfAPartlyAdmittedMiniClusterUsesTheAdmittedCount) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  json object = MiniClusterObject();
+  object["spec"]["flux"] = {{"fromImage", true}};
+  object["spec"].erase("command");
+  object["spec"]["minSize"] = 2;
+  object["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  const std::string script = StartScript(Parse(object), opts);
+  std::filesystem::create_directories(run.dir() + "/admitted");
+  std::ofstream(run.dir() + "/admitted/count") << "3";
+  const std::string after_gate =
+      "while [ ! -e " + run.dir() + "/gate-args ]; do sleep 0.01; done";
+  EXPECT_EQ(run.Run(script, 0, after_gate), 0);
+  const std::string args = run.Read("args");
+  EXPECT_NE(args.find("-Sbroker.quorum=3\n"), std::string::npos) << args;
+  EXPECT_NE(run.Read("broker.toml")
+                .find("[resource]\nnoverify = true\nexclude = \"3\"\n"),
+            std::string::npos)
+      << run.Read("broker.toml");
+  EXPECT_EQ(run.Read("starts"), "none\n");
+  EXPECT_EQ(run.Read("gate-args"), "3\nflux\n");
+  EXPECT_NE(run.Read("admitted.py").find("SIZE = 4\n"), std::string::npos);
+
+  std::ofstream(run.dir() + "/admitted/count") << "2";
+  EXPECT_EQ(run.Run(script, 0, after_gate), 0);
+  EXPECT_NE(run.Read("broker.toml").find("exclude = \"2-3\"\n"),
+            std::string::npos);
+
+  std::ofstream(run.dir() + "/admitted/count") << "4";
+  EXPECT_EQ(run.Run(script, 0, after_gate), 0);
+  EXPECT_EQ(run.Read("broker.toml").find("exclude"), std::string::npos);
+  EXPECT_NE(run.Read("args").find("-Sbroker.quorum=4\n"), std::string::npos);
+
+  EXPECT_EQ(run.Run(script, 1, "exit 0"), 0) << "a follower does not wait";
+  EXPECT_NE(run.Read("args").find("-Sbroker.quorum=2\n"), std::string::npos);
+  EXPECT_EQ(run.Read("broker.toml").find("exclude"), std::string::npos);
+  EXPECT_EQ(run.Read("starts"), "\n");
+
+  // The stand-in's wait fails at once: as if no count came in time.
+  std::filesystem::remove(run.dir() + "/admitted/count");
+  EXPECT_EQ(run.Run(script, 0, "exit 0"), 0);
+  EXPECT_NE(run.Read("args").find("-Sbroker.quorum=2\n"), std::string::npos);
+  EXPECT_EQ(run.Read("broker.toml").find("exclude"), std::string::npos);
+  EXPECT_EQ(run.Read("starts"), "\n") << "the scheduler loaded in rc1";
+  EXPECT_EQ(run.Read("gate-args"), "");
+}
+
+// The job validator plugin, run by python3 against a stand-in for
+// flux-core's ValidatorPlugin base class: a job asking for more nodes than
+// were admitted is refused, naming the count; no count, no limit.
+TEST(AdmittedValidator, RefusesMoreNodesThanWereAdmitted) {
+  StartScriptRun run;
+  const std::string dir = run.dir();
+  std::filesystem::create_directories(dir + "/flux/job");
+  for (const char* init : {"/flux/__init__.py", "/flux/job/__init__.py"}) {
+    std::ofstream(dir + init) << "";
+  }
+  std::ofstream(dir + "/flux/job/validator.py") << "ValidatorPlugin = object\n";
+  std::ofstream(dir + "/admitted.py") << AdmittedValidator(dir + "/count", 4);
+  std::ofstream(dir + "/check.py")
+      << "import importlib.util, sys\n"
+         "spec = importlib.util.spec_from_file_location('a', sys.argv[1])\n"
+         "m = importlib.util.module_from_spec(spec); "
+         "spec.loader.exec_module(m)\n"
+         "class Job: pass\n"
+         "for nodes in (2, 3):\n"
+         "    job = Job()\n"
+         "    job.jobspec = {'resources': [{'type': 'node', 'count': nodes}]}\n"
+         "    print(nodes, m.Validator().validate(job))\n"
+         "job.jobspec = {'resources': [{'type': 'slot', 'count': 9}]}\n"
+         "print('slots', m.Validator().validate(job))\n";
+  auto check = [&] {
+    const std::string command =
+        "cd " + dir + " && python3 check.py " + dir + "/admitted.py > out 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << run.Read("out");
+    return run.Read("out");
+  };
+  std::ofstream(dir + "/count") << "2\n";
+  EXPECT_EQ(check(),
+            "2 None\n3 (19, 'this MiniCluster has 2 brokers, not 4: Kueue "
+            "admitted 2 (spec.minSize); ask for at most 2 nodes')\n"
+            "slots None\n");
+  std::filesystem::remove(dir + "/count");
+  EXPECT_EQ(check(), "2 None\n3 None\nslots None\n");
 }
 
 TEST(JobApplyBody, CarriesNoFieldKueueOwns) {

@@ -295,6 +295,59 @@ TEST(PlanReconcile, NeverRewritesThePodTemplateKueueMergesInto) {
   }
 }
 
+// Kueue may admit 2 of 4: once the Job runs, the lead's pod (and only a
+// live one of index 0) is told the admitted count, the Job's parallelism;
+// once told, nothing more. Suspended, or admitted whole, nothing.
+TEST(PlanReconcile, TellsTheLeadPodHowManyBrokersKueueAdmitted) {
+  json mc = MiniClusterObject();
+  mc["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  mc["spec"]["minSize"] = 2;
+  const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
+  json job = StoredJob(mc, false);
+  job["spec"]["parallelism"] = 3;
+  auto pod = [](const char* name, const char* index) {
+    return json{
+        {"metadata",
+         {{"name", name},
+          {"labels", {{"batch.kubernetes.io/job-completion-index", index}}}}},
+        {"status", {{"phase", "Running"}}}};
+  };
+  std::vector<json> pods = {pod("demo-0-a", "0"), pod("demo-1-a", "1")};
+  json gone = pod("demo-0-old", "0");
+  gone["status"]["phase"] = "Failed";
+  pods.push_back(gone);
+  auto actions =
+      PlanReconcile({&mc, &svc, &job, nullptr, &np, &pods}, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions),
+            (std::vector<K>{K::kApplyLeadAdmitted, K::kApplyStatus}));
+  EXPECT_EQ(actions[0].path, "/api/v1/namespaces/science/pods/demo-0-a");
+  EXPECT_EQ(actions[0].body["metadata"]["annotations"],
+            (json{{"minicluster.dev/admitted", "3"}}));
+  EXPECT_EQ(actions[0].field_manager, "minicluster-controller");
+  // The cache keeps no minSize: the Job says Kueue may admit fewer.
+  json trimmed = mc;
+  TrimMiniClusterForCache(trimmed);
+  EXPECT_EQ(Kinds(PlanReconcile({&trimmed, &svc, &job, nullptr, &np, &pods},
+                                kOptions, kNow)),
+            (std::vector<K>{K::kApplyLeadAdmitted, K::kApplyStatus}));
+
+  pods[0]["metadata"]["annotations"] = {{"minicluster.dev/admitted", "3"}};
+  EXPECT_EQ(Kinds(PlanReconcile({&mc, &svc, &job, nullptr, &np, &pods},
+                                kOptions, kNow)),
+            (std::vector<K>{K::kApplyStatus}));
+  const json suspended = StoredJob(mc, true);
+  pods[0]["metadata"].erase("annotations");
+  EXPECT_EQ(Kinds(PlanReconcile({&mc, &svc, &suspended, nullptr, &np, &pods},
+                                kOptions, kNow)),
+            (std::vector<K>{K::kApplyStatus}));
+  mc["spec"].erase("minSize");
+  const json whole = StoredJob(mc, false);
+  EXPECT_EQ(Kinds(PlanReconcile({&mc, &svc, &whole, nullptr, &np, &pods},
+                                kOptions, kNow)),
+            (std::vector<K>{K::kApplyStatus}));
+}
+
 TEST(PlanReconcile, SteadyStateWritesNothing) {
   json mc = MiniClusterObject();
   const json svc = StoredService(mc);

@@ -307,6 +307,7 @@ JOBS = "minicluster-controller-jobs.minicluster.dev"
 JOB_SPEC = "minicluster-controller-job-spec.minicluster.dev"
 SERVICES = "minicluster-controller-services.minicluster.dev"
 NETPOLS = "minicluster-controller-networkpolicies.minicluster.dev"
+PODS = "minicluster-controller-pods.minicluster.dev"
 
 
 def controller_policies():
@@ -595,6 +596,35 @@ def test_controller_confined(work):
     check_admitted(r, "the controller's apply to its own Job")
     log("the controller's rendered Service and Job (own ServiceAccount, Secret volume and "
         "variable), its NetworkPolicy and its apply to the Job are admitted")
+    check_pod_writes_confined(kubeconfig, ns)
+
+
+def check_pod_writes_confined(kubeconfig, ns):
+    """Of a pod, the controller's token may set only the lead's admitted
+    count (minicluster.dev/admitted), and only on a pod labelled as its
+    own: relabelling or annotating otherwise is refused (RBAC gives it
+    `patch` on every pod)."""
+    container = {"containers": [{"name": "c", "image": IMAGE}]}
+    for name, labels in (("lab-0", {"app.kubernetes.io/managed-by": "minicluster-controller"}),
+                         ("other", {"app": "x"})):
+        check_admitted(create({**pod(name, ns, metadata={"labels": labels}), "spec": container}),
+                       f"an admin's pod {name}")
+
+    def write(name, **metadata):
+        return as_controller(kubeconfig, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": ns, **metadata}}, dry_run=False, verb="apply")
+
+    admitted = {"minicluster.dev/admitted": "2"}
+    wait_for(f"{PODS} in force", lambda: write("other", annotations=admitted).returncode != 0,
+             timeout=30)
+    check_admitted(write("lab-0", annotations=admitted), "the lead's admitted count")
+    for what, name, metadata in (
+            ("another annotation on a broker pod", "lab-0", {"annotations": {"x": "1"}}),
+            ("a label on a broker pod", "lab-0", {"labels": {"team": "x"}}),
+            ("the admitted count on a pod not the controller's", "other",
+             {"annotations": admitted})):
+        check_policy_refused(write(name, **metadata), PODS, what,
+                             "may only set the annotation minicluster.dev/admitted")
 
 
 DELETE_POLICY = "minicluster-controller-delete.minicluster.dev"

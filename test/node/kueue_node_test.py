@@ -177,8 +177,12 @@ def test_preemption(work):
 
 def test_partial_admission(work):
     """minSize 2 of size 3 at 150m a pod: the 400m quota fits 2, so Kueue
-    admits 2 and the instance starts with them (broker.quorum); rank 2
-    shows as down. At 100m a pod all 3 fit and all 3 run."""
+    admits 2. The controller tells the lead (its pod's annotation): the
+    instance has 2 nodes (rank 2 excluded, not down), `flux submit -N3` is
+    refused at once naming the admitted count, `-N2` runs. At 100m a pod
+    Kueue admits all 3, and the command `flux run -N3`, under Fluxion's
+    fcfs, waits for all three brokers (broker.quorum: the admitted count,
+    not minSize) and succeeds."""
     queued("partial", 3, cpu="150m", min_size=2)
     pods = wait_for("partial's 2 brokers Ready", lambda: ready_pods("partial", NS, 2), timeout=240)
     job = get("job", "partial", NS)
@@ -188,19 +192,25 @@ def test_partial_admission(work):
         get("miniclusters.minicluster.dev", "partial", NS).get("status") or {}).get("brokers") == "2/2 (of 3)",
         timeout=60)
     lead = pods[0]["metadata"]["name"]
+    check_eq(pods[0]["metadata"].get("annotations", {}).get("minicluster.dev/admitted"), "2",
+             "the lead pod's admitted count")
     out = kubectl("exec", "-n", NS, lead, "--", "flux", "run", "-N2", "hostname", timeout=120).stdout
     check_eq(sorted(out.split()), ["partial-0", "partial-1"], "flux run -N2 hostname")
-    down = kubectl("exec", "-n", NS, lead, "--", "flux", "resource", "list", "-s", "down", "-no",
-                   "{nodelist}", timeout=120).stdout.strip()
-    check_eq(down, "partial-2", "the rank not admitted, down in flux resource list")
+    nodes = kubectl("exec", "-n", NS, lead, "--", "flux", "resource", "list", "-no",
+                    "{state} {nnodes}", timeout=120).stdout.split("\n")
+    check_eq(sorted(l for l in nodes if l and not l.endswith(" 0")), ["free 2"],
+             "flux resource list: the admitted brokers, no rank down")
+    refused = kubectl("exec", "-n", NS, lead, "--", "flux", "submit", "-N3", "hostname",
+                      check_rc=False, timeout=120)
+    check(refused.returncode != 0 and "Kueue admitted 2" in refused.stderr,
+          f"flux submit -N3 refused at once: rc={refused.returncode} {refused.stderr.strip()}")
+    log(f"partial: flux submit -N3: {refused.stderr.strip()}")
     delete("partial")
 
-    # The command starts at minSize (broker.quorum). Fluxion refuses a job
-    # for more nodes than are up then (unsatisfiable) where sched-simple
-    # queues it until the third broker joins: this case keeps sched-simple
-    # (docs/user/resources.md, "minSize with Kueue").
-    queued("whole", 3, ["flux", "run", "-N3", "hostname"], cpu="100m", min_size=2,
-           flux={"fromImage": True, "scheduler": {"simple": True}})
+    # The command waits for every admitted broker (broker.quorum is the
+    # admitted count): Fluxion's fcfs would refuse a job for more nodes
+    # than are up.
+    queued("whole", 3, ["flux", "run", "-N3", "hostname"], cpu="100m", min_size=2)
     wait_for("whole Succeeded", lambda: state("whole", NS) in ("Succeeded", "Failed"), timeout=240)
     check_eq(state("whole", NS), "Succeeded", "whole's state (3 admitted, flux run -N3)")
     check_eq(get("job", "whole", NS)["spec"]["parallelism"], 3, "whole's parallelism")
