@@ -1,5 +1,6 @@
 #include "controller/render.h"
 
+#include "kube/object_meta.h"
 #include "kube/yaml_json.h"
 
 namespace fcc::controller {
@@ -16,8 +17,21 @@ std::expected<std::string, std::string> RenderMiniCluster(
   if (object.is_object()) {
     auto& meta = object["metadata"];
     if (!meta.is_object()) meta = nlohmann::json::object();
-    if (meta.value("namespace", "").empty()) meta["namespace"] = "default";
-    if (meta.value("uid", "").empty()) meta["uid"] = kRenderUidPlaceholder;
+    // A manifest's, not the API server's: any JSON may stand here.
+    for (const char* field : {"namespace", "uid"}) {
+      const nlohmann::json& value = kube::FieldAt(meta, field);
+      if (!value.is_null() && !value.is_string()) {
+        return std::unexpected(
+            std::string("metadata.") + field + ": must be a string, got " +
+            value.dump() + "; or leave it out (render then uses " +
+            (field == std::string("uid") ? "a placeholder uid)"
+                                         : "namespace default)"));
+      }
+    }
+    if (kube::StringAt(meta, "namespace").empty())
+      meta["namespace"] = "default";
+    if (kube::StringAt(meta, "uid").empty())
+      meta["uid"] = kRenderUidPlaceholder;
   }
   ParseResult parsed = ParseMiniCluster(object);
   // What kubectl's strict field validation would refuse in a cluster.

@@ -111,6 +111,21 @@ TEST(Render, RefusesAnUnknownFieldNamingItAndTheKnownOnes) {
       << nested_out.error();
 }
 
+// A manifest's metadata may hold any JSON: a uid or namespace that is not
+// a string is named, not a crash (it was an uncaught type_error).
+TEST(Render, RefusesMetadataThatIsNotAString) {
+  for (const char* field : {"uid: 5", "namespace: [a]"}) {
+    const std::string manifest =
+        "apiVersion: minicluster.dev/v1alpha1\nkind: MiniCluster\n"
+        "metadata: {name: demo, " +
+        std::string(field) + "}\nspec: {size: 2, image: debian}\n";
+    const auto out = RenderMiniCluster(manifest, DesiredOptions{});
+    ASSERT_FALSE(out) << field;
+    EXPECT_NE(out.error().find("must be a string, got"), std::string::npos)
+        << out.error();
+  }
+}
+
 // The controller's list of declared fields is the CRD's.
 TEST(Render, KnownFieldsAreTheCrdsDeclaredOnes) {
   const auto text =
