@@ -1,5 +1,7 @@
 #include "controller/broker_programs.h"
 
+#include <algorithm>
+
 namespace fcc::controller {
 namespace {
 
@@ -15,13 +17,16 @@ namespace {
 // answer in time (stopped, swapping) repeats the last verdict, for as long
 // as flux-core's own heartbeat timeout (5 min) would keep a follower
 // waiting for a silent rank 0, so that a stall does not turn every pod
-// NotReady at once. A broker that is gone (no socket) is not ready.
+// NotReady at once. A broker that is gone (no socket) is not ready. A
+// follower whose rank 0 said it usable less than REUSE seconds ago (the
+// ready file's time) does not ask again: in a large instance every
+// broker's question costs rank 0 (ReadinessReuseSeconds).
 // No shell or grep: `flux uptime` crashes (SIGSEGV) in flux-core 0.88 when
 // the broker's uid has no passwd entry, as in many application images.
 constexpr char kReadinessCheck[] = R"(import errno, os, signal, sys, time
 import flux
 from flux.idset import IDset
-READY = sys.argv[1]
+READY, REUSE = sys.argv[1], float(sys.argv[2])
 def verdict(ok, why=''):
     if ok:
         open(READY, 'a').close()
@@ -58,6 +63,12 @@ except OSError as e:
         no_answer()
     verdict(False, f'broker not in state run: {e}')
 rank = h.get_rank()
+try:
+    said = time.time() - os.stat(READY).st_mtime
+except OSError:
+    said = None
+if rank != 0 and said is not None and said < REUSE:
+    sys.exit(0)
 if rank == 0:
     try:
         mods = answer(h.rpc('module.list'))['mods']
@@ -214,6 +225,11 @@ def scheduler_loaded(mods):
 }  // namespace
 
 std::string ReadinessCheck() { return std::string(kCommon) + kReadinessCheck; }
+
+int ReadinessReuseSeconds(int size) {
+  const int asks_every = kProbePeriodSeconds * ((size + 255) / 256);
+  return std::min(kMaxReuseSeconds, asks_every - kProbePeriodSeconds);
+}
 
 std::string SchedulerGate() { return std::string(kCommon) + kSchedulerGate; }
 

@@ -49,13 +49,16 @@ std::string ShellQuote(std::string_view text) {
 
 // Every call in the check is bounded by 6 s (broker_programs.h), inside
 // kubelet's 10.
-json BrokerReadinessProbe(const std::string& flux, const DesiredOptions& opts) {
-  return json{{"exec",
-               {{"command", json::array({flux, "python", "-c", ReadinessCheck(),
-                                         ReadyFile(opts)})}}},
-              {"periodSeconds", 5},
-              {"timeoutSeconds", 10},
-              {"failureThreshold", 3}};
+json BrokerReadinessProbe(const MiniCluster& mc, const DesiredOptions& opts) {
+  return json{
+      {"exec",
+       {{"command",
+         json::array({FluxCommand(mc, opts), "python", "-c", ReadinessCheck(),
+                      ReadyFile(opts),
+                      std::to_string(ReadinessReuseSeconds(mc.spec.size))})}}},
+      {"periodSeconds", kProbePeriodSeconds},
+      {"timeoutSeconds", 10},
+      {"failureThreshold", 3}};
 }
 
 // Ours first: a user's own env entry of a name comes later and wins.
@@ -119,18 +122,17 @@ json VolumeMounts(const MiniCluster& mc, const DesiredOptions& opts) {
 
 json BrokerContainer(const MiniCluster& mc, const DesiredOptions& opts) {
   const char* shell = FluxViewOf(mc, opts).empty() ? "/bin/sh" : kViewShell;
-  json container{
-      {"name", kBrokerContainerName},
-      {"image", mc.spec.image},
-      // "$0" is "flux-broker"; spec.command becomes "$@" unchanged.
-      {"command",
-       json::array({shell, "-c", StartScript(mc, opts), kBrokerContainerName})},
-      {"ports", json::array({{{"name", "flux-broker"},
-                              {"containerPort", mc.spec.broker_port},
-                              {"protocol", "TCP"}}})},
-      {"env", ContainerEnv(mc, opts)},
-      {"readinessProbe", BrokerReadinessProbe(FluxCommand(mc, opts), opts)},
-      {"volumeMounts", VolumeMounts(mc, opts)}};
+  json container{{"name", kBrokerContainerName},
+                 {"image", mc.spec.image},
+                 // "$0" is "flux-broker"; spec.command becomes "$@" unchanged.
+                 {"command", json::array({shell, "-c", StartScript(mc, opts),
+                                          kBrokerContainerName})},
+                 {"ports", json::array({{{"name", "flux-broker"},
+                                         {"containerPort", mc.spec.broker_port},
+                                         {"protocol", "TCP"}}})},
+                 {"env", ContainerEnv(mc, opts)},
+                 {"readinessProbe", BrokerReadinessProbe(mc, opts)},
+                 {"volumeMounts", VolumeMounts(mc, opts)}};
   if (mc.spec.command) container["args"] = *mc.spec.command;
   if (!mc.spec.resources.empty()) container["resources"] = mc.spec.resources;
   return container;

@@ -357,15 +357,35 @@ TEST(DesiredJob, UsersFluxUriComesLastSoItWins) {
 // The probe asks the local broker's state machine itself: no shell, no
 // grep, and not `flux uptime`, which crashes for a uid without a passwd
 // entry (minicluster_node: test_unknown_uid_becomes_ready runs it).
+// Rank 0 answers every follower's probe: above 256 brokers a follower that
+// rank 0 said usable asks again only after a while, so that rank 0 answers
+// at most about 256 probes per period, up to 5 minutes between asks.
+TEST(DesiredJob, LargeInstancesAskRankZeroLessOften) {
+  EXPECT_EQ(ReadinessReuseSeconds(1), 0);
+  EXPECT_EQ(ReadinessReuseSeconds(256), 0);
+  EXPECT_EQ(ReadinessReuseSeconds(257), 5);
+  EXPECT_EQ(ReadinessReuseSeconds(1024), 15);
+  EXPECT_EQ(ReadinessReuseSeconds(100000), 295);
+  json object = MiniClusterObject();
+  object["spec"]["size"] = 1024;
+  const json job = DesiredJob(Parse(object), DesiredOptions{});
+  const json& command = Broker(job)["readinessProbe"]["exec"]["command"];
+  EXPECT_EQ(command[5], "15");
+  EXPECT_NE(command[3].get<std::string>().find(
+                "if rank != 0 and said is not None and said < REUSE:"),
+            std::string::npos);
+}
+
 TEST(DesiredJob, ReadyOnlyOnceTheLocalBrokerIsInStateRun) {
   const json job = DesiredJob(Parse(MiniClusterObject()), DesiredOptions{});
   const json& probe = Broker(job)["readinessProbe"];
   const json& command = probe["exec"]["command"];
-  ASSERT_EQ(command.size(), 5u);
+  ASSERT_EQ(command.size(), 6u);
   EXPECT_EQ(command[0], "/usr/local/bin/flux");  // the view's
   EXPECT_EQ(command[1], "python");
   const std::string check = command[3];
   EXPECT_EQ(command[4], "/run/flux-broker-ready");
+  EXPECT_EQ(command[5], "0") << "4 brokers: every probe asks rank 0";
   // Every call bounded inside kubelet's timeout.
   EXPECT_NE(check.find("signal.alarm(6)"), std::string::npos);
   EXPECT_LT(6, probe["timeoutSeconds"]);
