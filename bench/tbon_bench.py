@@ -23,6 +23,12 @@ instance down. Reported per (N, topology), median over --runs:
                what they ran (rc scripts, flux run, job shells)
   others_cpu_s CPU the rest of the machine used meanwhile (/proc/stat's busy
                time minus all_cpu_s): the noise in this row's times
+With --probes K (issue 60), after the run the last rank asks rank 0 K times
+what every broker's readiness probe asks it (resource.status), one after
+another, and two more columns (rank0_cpu_s then leaves them out):
+  probe_ms     rank 0's CPU per such request (ms), less its idle CPU over
+               as long a time
+  probes_pct   what N brokers probing every 5 s cost rank 0, in % of a core
 
 Usage (root; it mounts, in private mount and PID namespaces of its own):
   bench/tbon_bench.py [--sizes 8,32,128] [--topo kary:0,kary:2,...]
@@ -95,6 +101,8 @@ def parse_args(argv):
     p.add_argument("--topo", default=DEFAULT_TOPOS,
                    help="tbon.topo values, comma-separated (kary:0 is flat)")
     p.add_argument("--runs", type=int, default=1, help="repeats per (N, topo); the median is reported")
+    p.add_argument("--probes", type=int, default=0,
+                   help="readiness probe requests to time on rank 0 after the run (0: none)")
     p.add_argument("--csv", help="write the table as CSV here")
     p.add_argument("--plot", help="write a PNG here (needs python3-matplotlib)")
     p.add_argument("--timeout-scale", type=float, default=1.0,
@@ -120,6 +128,8 @@ def parse_args(argv):
             p.error(f"--topo {t!r}: want kary:<k>, binomial or mincrit[:<k>]")
     if a.runs < 1:
         p.error("--runs must be >= 1")
+    if a.probes < 0:
+        p.error("--probes must be >= 0")
     build = os.path.abspath(a.build_dir)
     a.driver = os.path.abspath(a.driver or f"{build}/src/driver/flux-curve-csi")
     a.kubelet = os.path.abspath(a.kubelet or f"{build}/test/tools/fcc-kubelet")
@@ -582,10 +592,36 @@ rc=$?
 end=$(date +%s.%N)
 # The tree the brokers built: the bench checks the topology it asked for.
 echo "$(flux getattr tbon.topo) $(flux getattr tbon.maxlevel)" >"$d/tree"
+if [ "${FCC_TBON_PROBES:-0}" -gt 0 ]; then
+  flux python "$d/../probe.py" "$FCC_TBON_PROBES" >"$d/probe" 2>"$d/probe.err" || rc=1
+fi
 echo "$rc $start $end" >"$d/run.tmp" && mv "$d/run.tmp" "$d/run"
 # Held until the bench has read rank 0's /proc (CPU, peak RSS).
 while [ ! -e "$d/release" ]; do sleep 0.02; done
 exit "$rc"
+"""
+
+# Rank 0's CPU for K of the readiness probe's requests to it, sent from the
+# last rank (through the tree, as a broker's probe does), less rank 0's
+# idle CPU over as long: prints K, those CPU seconds, the seconds taken,
+# and rank 0's CPU over the whole step (which rank0_cpu_s leaves out).
+PROBE_PROGRAM = r"""import os, subprocess, sys, time
+import flux
+h = flux.Flux()
+pid, last = int(h.attr_get("broker.pid")), int(h.attr_get("size")) - 1
+def cpu():
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+ask = ("import flux, sys\nh = flux.Flux()\nfor _ in range(int(sys.argv[1])):\n"
+       "    h.rpc('resource.status', nodeid=0).get()\n")
+k = sys.argv[1]
+c0, t0 = cpu(), time.monotonic()
+subprocess.run(["flux", "exec", "-r", str(last), "flux", "python", "-c", ask, k], check=True)
+busy, took = cpu() - c0, time.monotonic() - t0
+c1 = cpu()
+time.sleep(took)
+print(k, busy - (cpu() - c1), took, cpu() - c0)
 """
 
 
@@ -672,6 +708,7 @@ class Run:
 
     def __init__(self, args, scratch, size, topo, index, toml_text, opts, timeouts):
         self.args, self.size, self.topo, self.timeouts = args, size, topo, timeouts
+        self.probes = args.probes
         self.name = f"N={size} {topo} run {index}"
         self.dir = f"{scratch}/n{size}-{topo.replace(':', '')}-{index}"
         os.makedirs(f"{self.dir}/log")
@@ -688,7 +725,8 @@ class Run:
                 f"-Slocal-uri=local://{d}/local", "--", program]
 
     def launch(self, program):
-        env = dict(broker_env(), FCC_TBON_RUN_DIR=self.dir, FCC_TBON_SIZE=str(self.size))
+        env = dict(broker_env(), FCC_TBON_RUN_DIR=self.dir, FCC_TBON_SIZE=str(self.size),
+                   FCC_TBON_PROBES=str(self.probes))
         vlog(f"{self.name}: rank 0: {shlex.join(self.argv(0, program))}")
         for rank in range(self.size):
             with open(f"{self.dir}/log/r{rank}.log", "wb") as out:
@@ -735,14 +773,22 @@ class Run:
         quorum = float(self.wait_file("quorum", self.timeouts["quorum"], "quorum (all brokers online)")[0])
         rc, start, end = self.wait_file("run", self.timeouts["run"], f"flux run -N{self.size} true")
         if rc != "0":
-            raise BenchError(f"{self.name}: flux run -N{self.size} true exited with {rc}:\n"
-                             + tail(f"{self.dir}/run.out", 20))
+            raise BenchError(f"{self.name}: flux run -N{self.size} true (or the probes) exited "
+                             f"with {rc}:\n" + tail(f"{self.dir}/run.out", 20)
+                             + tail(f"{self.dir}/probe.err", 20))
         with open(f"{self.dir}/tree") as f:
             tree = f.read().split()
         if len(tree) != 2 or tree[0] != self.topo:
             raise BenchError(f"{self.name}: rank 0 reports tbon.topo and tbon.maxlevel {tree}, "
                              f"not topology {self.topo}")
         cpu, hwm = proc_sample(self.procs[0].pid)
+        probe = {}
+        if self.probes:
+            with open(f"{self.dir}/probe") as f:
+                k, probe_cpu, _, step_cpu = f.read().split()
+            cpu -= float(step_cpu)
+            per = float(probe_cpu) / int(k)
+            probe = {"probe_ms": per * 1000, "probes_pct": per * self.size / 5 * 100}
         released = time.time()
         open(f"{self.dir}/release", "w").close()
         deadline = time.monotonic() + self.timeouts["shutdown"]
@@ -762,7 +808,7 @@ class Run:
         return {"depth": int(tree[1]), "quorum_s": quorum - t0, "run_s": float(end) - float(start),
                 "rank0_cpu_s": cpu, "rank0_hwm_mib": hwm,
                 "shutdown_s": done - released, "total_s": done - t0,
-                "all_cpu_s": ours, "others_cpu_s": max(0.0, machine - ours)}
+                "all_cpu_s": ours, "others_cpu_s": max(0.0, machine - ours), **probe}
 
     def kill(self):
         for p in self.procs:
@@ -861,6 +907,11 @@ def measure_all(args, scratch):
     with open(program, "w") as f:
         f.write(INITIAL_PROGRAM)
     os.chmod(program, 0o755)
+    with open(f"{scratch}/probe.py", "w") as f:
+        f.write(PROBE_PROGRAM)
+    global COLUMNS
+    if args.probes:
+        COLUMNS = COLUMNS + ("probe_ms", "probes_pct")
 
     driver = Driver(args, scratch)
     run = None
