@@ -61,8 +61,12 @@ std::string FluxBrokerConfig(const MiniCluster& mc,
   return toml;
 }
 
+std::string AdmittedDir(const DesiredOptions& opts) {
+  return opts.config_mount_path + "/admitted";
+}
+
 std::string AdmittedCountPath(const DesiredOptions& opts) {
-  return opts.config_mount_path + "/admitted/count";
+  return AdmittedDir(opts) + "/" + kAdmittedCountFile;
 }
 
 std::string NodeResourcePath(const DesiredOptions& opts) {

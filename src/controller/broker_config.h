@@ -22,9 +22,11 @@ std::string FluxBrokerConfig(const MiniCluster& mc, const DesiredOptions& opts);
 // Kueue admitted in part adds its `exclude` right after it (StartScript).
 inline constexpr char kResourceTableHead[] = "[resource]\nnoverify = true\n";
 
-// The job validator plugin (in the config directory) and the file the
-// admitted count appears in (the downward API volume, under it).
+// The job validator plugin (in the config directory), and the admitted
+// count: the downward API volume's directory under it and its one file.
 inline constexpr char kAdmittedValidatorFile[] = "admitted.py";
+inline constexpr char kAdmittedCountFile[] = "count";
+std::string AdmittedDir(const DesiredOptions& opts);
 std::string AdmittedCountPath(const DesiredOptions& opts);
 
 // A MiniCluster without a CPU grant describes its ranks by rank 0's node:

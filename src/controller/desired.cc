@@ -113,7 +113,7 @@ json VolumeMounts(const MiniCluster& mc, const DesiredOptions& opts) {
   }
   if (mc.MayAdmitFewer()) {
     mounts.push_back({{"name", kAdmittedVolume},
-                      {"mountPath", opts.config_mount_path + "/admitted"},
+                      {"mountPath", AdmittedDir(opts)},
                       {"readOnly", true}});
   }
   for (const auto& mount : mc.spec.volume_mounts) mounts.push_back(mount);
@@ -167,7 +167,7 @@ json Volumes(const MiniCluster& mc, const DesiredOptions& opts) {
     volumes.push_back(
         {{"name", kAdmittedVolume},
          {"downwardAPI",
-          {{"items", json::array({{{"path", "count"},
+          {{"items", json::array({{{"path", kAdmittedCountFile},
                                    {"fieldRef",
                                     {{"fieldPath",
                                       std::string("metadata.annotations['") +
@@ -453,24 +453,22 @@ std::string BrokerExitRules(const MiniCluster& mc) {
       "rc=0\n"
       "wait \"$pid\" || rc=$?\n"
       "while kill -0 \"$pid\" 2>/dev/null; do rc=0; wait \"$pid\" || "
-      "rc=$?; done\n"
-      "if [ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ]; then\n"
-      "  [ \"$term\" = 0 ] || exit " +
-      replace +
-      "\n"
-      "  [ \"$rc\" != 0 ] || exit 0\n"
-      "else\n"
-      "  [ \"$term\" = 0 ] || exit " +
-      (mc.ephemeral() ? lead_lost : replace) + "\n";
+      "rc=$?; done\n";
+  // A follower, and a persistent lead alike; an ephemeral lead ends here.
+  const std::string as_follower = "[ \"$term\" = 0 ] || exit " + replace +
+                                  "\n"
+                                  "[ \"$rc\" != 0 ] || exit 0\n";
   if (mc.ephemeral()) {
-    rules += "  case $rc in " + replace + "|137) exit " + lead_lost +
-             " ;; esac\n"
-             "  exit \"$rc\"\n";
-  } else {
-    rules += "  [ \"$rc\" != 0 ] || exit 0\n";
+    rules +=
+        "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
+        "  [ \"$term\" = 0 ] || exit " +
+        lead_lost + "\n  case $rc in " + replace + "|137) exit " + lead_lost +
+        " ;; esac\n"
+        "  exit \"$rc\"\n"
+        "fi\n";
   }
   rules +=
-      "fi\n"
+      as_follower +
       "read -r up _ </proc/uptime\n"
       "[ $((${up%.*} - started)) -lt " +
       std::to_string(kStableBrokerSeconds) +
