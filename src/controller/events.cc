@@ -6,6 +6,7 @@
 #include <exception>
 #include <optional>
 
+#include "common/text.h"
 #include "controller/minicluster.h"
 #include "controller/plan.h"
 #include "kube/api_path.h"
@@ -49,14 +50,8 @@ bool Refusal(const Phase& p) {
          (p.state == "Failed" && p.reason == "InvalidSpec");
 }
 
-// Cut at kMaxEventNote bytes without splitting a UTF-8 sequence.
-std::string Truncate(std::string note) {
-  if (note.size() <= kMaxEventNote) return note;
-  size_t end = kMaxEventNote;
-  while (end > 0 && (static_cast<unsigned char>(note[end]) & 0xC0) == 0x80)
-    --end;
-  note.resize(end);
-  return note;
+std::string Truncate(const std::string& note) {
+  return std::string(common::Utf8Prefix(note, kMaxEventNote));
 }
 
 // What Kueue's Workload says, as " (<reason>: <message>)", or "".
@@ -200,7 +195,7 @@ std::vector<EventSpec> StatusEvents(const json& before, const json& after,
   std::vector<EventSpec> conditions;
   for (auto event : {BrokerEvent(before, after), LeadEvent(before, after)}) {
     if (!event) continue;
-    event->note = Truncate(std::move(event->note));
+    event->note = Truncate(event->note);
     conditions.push_back(std::move(*event));
   }
   if (!conditions.empty()) return conditions;
@@ -211,7 +206,7 @@ std::vector<EventSpec> StatusEvents(const json& before, const json& after,
       Refusal(a) && (a.reason != b.reason || a.message != b.message);
   if (a.state == b.state && !new_refusal) return {};
   auto events = EventsFor(b, a, after, queued);
-  for (EventSpec& e : events) e.note = Truncate(std::move(e.note));
+  for (EventSpec& e : events) e.note = Truncate(e.note);
   return events;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/names.h"
 #include "common/path.h"
+#include "common/text.h"
 #include "common/volume_contract.h"
 #include "controller/desired.h"
 #include "controller/quantity.h"
@@ -22,6 +23,18 @@ using nlohmann::json;
 
 constexpr int kMaxHostnameLength = 63;  // a DNS label; pods get <job>-<index>
 constexpr int32_t kMaxSize = 100000;
+// An echoed value, and all errors together, stay far below the 32 KiB the
+// API server allows a condition's message.
+constexpr size_t kMaxEchoedBytes = 256;
+constexpr size_t kMaxErrorTextBytes = 8192;
+
+// A tenant's value as an error message shows it.
+std::string Shown(const json& value) {
+  return common::Abridged(value.dump(), kMaxEchoedBytes);
+}
+std::string Quoted(const std::string& s) {
+  return "\"" + common::Abridged(s, kMaxEchoedBytes) + "\"";
+}
 
 int DecimalDigits(int64_t n) {
   int digits = 1;
@@ -41,7 +54,7 @@ bool ReadInt(const json& spec, const char* key, Int* out,
   if (it == spec.end() || it->is_null()) return false;
   if (!it->is_number_integer()) {
     errors->push_back(std::string("spec.") + key +
-                      ": must be an integer, got " + it->dump());
+                      ": must be an integer, got " + Shown(*it));
     return false;
   }
   *out = it->get<Int>();
@@ -106,7 +119,7 @@ void ReadCommand(const json& spec, MiniClusterSpec& s, Errors& errors) {
   for (const auto& arg : *cmd) {
     if (!arg.is_string()) {
       errors.push_back("spec.command: every element must be a string, got " +
-                       arg.dump());
+                       Shown(arg));
       break;
     }
     argv.push_back(arg.get<std::string>());
@@ -123,19 +136,20 @@ void CheckQuantity(const std::string& field, const std::string& name,
   const std::string where = "spec.resources." + field + "." + name;
   const auto quantity = ParseJsonQuantity(value);
   if (!quantity) {
-    errors.push_back(where + ": " + value.dump() + " " + quantity.error());
+    errors.push_back(where + ": " + Shown(value) + " " + quantity.error());
     return;
   }
   if (quantity->negative && !quantity->zero()) {
-    errors.push_back(where + ": must not be negative, got " + value.dump());
+    errors.push_back(where + ": must not be negative, got " + Shown(value));
     return;
   }
   const bool cpu = name == "cpu";
   const bool gpu =
       std::ranges::find(kGpuResources, name) != kGpuResources.end();
   if (!cpu && !gpu) return;
-  const std::string text =
-      value.is_string() ? value.get<std::string>() : value.dump();
+  const std::string text = common::Abridged(
+      value.is_string() ? value.get<std::string>() : value.dump(),
+      kMaxEchoedBytes);
   const int64_t most = cpu ? kMaxBrokerCores : kMaxBrokerGpus;
   if (!ScaledValueAtMost(*quantity, 0, most)) {
     errors.push_back(fmt::format(
@@ -251,7 +265,7 @@ void ReadState(const json& flux, MiniClusterSpec& s, Errors& errors) {
     errors.push_back(
         "spec.flux.state.claimName: must name a PersistentVolumeClaim in the "
         "MiniCluster's namespace (a DNS-1123 subdomain), got " +
-        (it->is_object() ? claim.dump() : it->dump()));
+        (it->is_object() ? Shown(claim) : Shown(*it)));
     return;
   }
   if (s.command) {
@@ -306,7 +320,7 @@ void ReadMinSizeAndTopo(const json& spec, MiniClusterSpec& s, Errors& errors) {
     ReadInt(spec, "minSize", &min_size, &errors);
     if (min_size < 1 || min_size > s.size) {
       errors.push_back("spec.minSize: must be between 1 and spec.size (" +
-                       std::to_string(s.size) + "), got " + it->dump() +
+                       std::to_string(s.size) + "), got " + Shown(*it) +
                        "; omit it to start only with every broker");
     } else {
       s.min_size = min_size;
@@ -366,14 +380,12 @@ void ReadBrokerSettings(const json& spec, MiniClusterSpec& s, Errors& errors) {
   if (!std::regex_match(s.connect_timeout, kFsd)) {
     errors.push_back(
         "spec.connectTimeout: must be a Flux duration such as \"5s\" or "
-        "\"1m\", got \"" +
-        s.connect_timeout + "\"");
+        "\"1m\", got " +
+        Quoted(s.connect_timeout));
   }
 }
 
 // --- The pod template's own fields (PodFields, spec.volumeMounts).
-
-std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
 
 // labels, annotations, nodeSelector: a mapping of strings with valid keys.
 void ReadStringMap(const json& spec, const std::string& field,
@@ -391,7 +403,7 @@ void ReadStringMap(const json& spec, const std::string& field,
                        ": not a valid key; use [prefix/]name, the name at "
                        "most 63 letters, digits, '-', '_' or '.'");
     } else if (!value.is_string()) {
-      errors.push_back(where + ": must be a string, got " + value.dump() +
+      errors.push_back(where + ": must be a string, got " + Shown(value) +
                        " (quote it)");
     } else {
       out[key] = value.get<std::string>();
@@ -520,7 +532,7 @@ void ReadServiceAccount(const json& spec, PodFields& pod, Errors& errors) {
     errors.push_back(
         "spec.serviceAccountName: must be the name of a ServiceAccount in "
         "the MiniCluster's namespace (a DNS-1123 subdomain), got " +
-        it->dump());
+        Shown(*it));
     return;
   }
   pod.service_account_name = it->get<std::string>();
@@ -716,9 +728,15 @@ int32_t MiniCluster::MinSize() const {
 
 std::string ParseResult::ErrorText() const {
   std::string text;
-  for (const auto& e : errors) {
-    if (!text.empty()) text += "; ";
-    text += e;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    const std::string next = (i > 0 ? "; " : "") + errors[i];
+    if (i == 0) {
+      text = common::Abridged(next, kMaxErrorTextBytes);
+    } else if (text.size() + next.size() > kMaxErrorTextBytes) {
+      return text + fmt::format("; and {} more errors", errors.size() - i);
+    } else {
+      text += next;
+    }
   }
   return text;
 }

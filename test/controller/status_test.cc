@@ -408,6 +408,40 @@ TEST(Status, InvalidSpecIsFailed) {
   EXPECT_EQ(Find(status, "Failed")["reason"], "InvalidSpec");
 }
 
+// A tenant's value of any size, or thousands of bad values, cannot make the
+// status too large for the API server (a condition's message: 32 KiB), or
+// the MiniCluster would never show Failed and its TTL never fire.
+TEST(Status, InvalidSpecOfAnySizeFitsTheCondition) {
+  constexpr size_t kConditionMessageLimit = 32768;
+  json object = MiniClusterObject();
+  object["spec"]["resources"] = {
+      {"limits", {{"cpu", std::string(40000, '9') + "x"}}}};
+  std::string accented = "a";  // so a cut at an even byte splits an é
+  for (int i = 0; i < 150; ++i) accented += "\xc3\xa9";
+  for (int i = 0; i < 2000; ++i) {
+    object["spec"]["podLabels"]["l" + std::to_string(i)] = accented;
+  }
+  object["spec"]["command"] =
+      json::array({json::object({{"x", std::string(50000, 'y')}})});
+  const ParseResult parsed = ParseMiniCluster(object);
+  ASSERT_FALSE(parsed.ok());
+  const std::string errors = parsed.ErrorText();
+  EXPECT_NE(errors.find("spec.resources.limits.cpu: \"9999"), std::string::npos)
+      << errors.substr(0, 300);
+  EXPECT_NE(errors.find("(40003 bytes)"), std::string::npos)
+      << "the cut value says how long it was";
+  EXPECT_NE(errors.find("more errors"), std::string::npos);
+  MiniCluster mc = Mc();
+  const json status = InvalidSpecStatus(mc, errors, kNow);
+  for (const json& c : status["conditions"]) {
+    const std::string message = c.value("message", "");
+    EXPECT_LE(message.size(), kConditionMessageLimit) << c["type"];
+    // Cut on a character boundary: the API server takes only UTF-8.
+    EXPECT_NO_THROW((void)json(message).dump()) << c["type"];
+  }
+  EXPECT_NO_THROW((void)status.dump());
+}
+
 // Degraded: a broker lost after all were up (not while wiring up), until
 // every broker is ready again.
 TEST(Status, DegradedWhileABrokerIsLostAfterAllWereUp) {
