@@ -109,14 +109,17 @@ std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
 
 // A broker's share as Flux sees it: whole cores from the container's CPU
-// limit, else its request (rounded up), and GPUs from the extended
-// resources that name them, each a Kubernetes quantity in any form
-// (quantity.h). cores 0: no CPU given, hwloc's view stays.
-// The most cores or GPUs one broker is given: more than any node has, and
-// more than Flux's scheduler should model for one rank. The spec refuses a
-// larger quantity (minicluster.h); BrokerResourcesOf clamps to it.
-inline constexpr int kMaxBrokerCores = 65536;
-inline constexpr int kMaxBrokerGpus = 65536;
+// request (rounded up; at most its limit), else its limit, and GPUs from the
+// extended resources that name them, each a Kubernetes quantity in any form
+// (quantity.h). The request, not a higher limit: it is what the node
+// guarantees and what Kueue's quota counts. cores 0: no CPU given, hwloc's
+// view stays.
+// The most cores or GPUs one broker is given: about what the largest nodes
+// have (768 CPUs, 16 GPUs), since Fluxion on rank 0 models each one of
+// every rank. The spec refuses a larger quantity (minicluster.h);
+// BrokerResourcesOf clamps to it.
+inline constexpr int kMaxBrokerCores = 1024;
+inline constexpr int kMaxBrokerGpus = 64;
 // The extended resources that name GPUs.
 inline constexpr std::array<const char*, 2> kGpuResources = {"nvidia.com/gpu",
                                                              "amd.com/gpu"};

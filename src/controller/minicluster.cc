@@ -153,8 +153,8 @@ void CheckQuantity(const std::string& field, const std::string& name,
   const int64_t most = cpu ? kMaxBrokerCores : kMaxBrokerGpus;
   if (!ScaledValueAtMost(*quantity, 0, most)) {
     errors.push_back(fmt::format(
-        "{}: {} is more than Flux can use on one broker (at most {} {}); ask "
-        "for what one broker's pod may use",
+        "{}: {} is more than one node has (Flux gives a broker at most {} "
+        "{}); ask for what one broker's pod may use",
         where, text, most, cpu ? "cores" : "GPUs"));
     return;
   }
@@ -642,6 +642,24 @@ void CheckVolumeMount(const json& mount, const std::string& where,
   }
 }
 
+// Fluxion on rank 0 keeps a vertex for every core and GPU of every rank,
+// each about 9 KiB (docs/internals/performance.md); sched-simple keeps a
+// bitmap.
+constexpr int64_t kMaxFluxionVertices = int64_t{1} << 18;
+
+void CheckGraphSize(const MiniClusterSpec& s, Errors& errors) {
+  if (s.flux.scheduler.simple || s.size < 1) return;
+  const BrokerResources grant = BrokerResourcesOf(s.resources);
+  const int64_t per_broker = int64_t{grant.cores} + grant.gpus;
+  if (per_broker * s.size <= kMaxFluxionVertices) return;
+  errors.push_back(fmt::format(
+      "spec.size × cores and GPUs a broker: {} × {} = {} is more than "
+      "Fluxion on rank 0 models (at most {}, about 2 GiB of the lead "
+      "broker's memory); ask for fewer cores a broker or fewer brokers, or "
+      "set spec.flux.scheduler.simple: true",
+      s.size, per_broker, per_broker * s.size, kMaxFluxionVertices));
+}
+
 // spec.flux.state's claim is mounted at kStateMountPath; without state the
 // path is the user's.
 void CheckStateMount(const MiniClusterSpec& s, Errors& errors) {
@@ -767,6 +785,7 @@ ParseResult ParseMiniCluster(const json& object) {
   ReadBrokerSettings(fields, mc.spec, errors);
   ReadPodFields(fields, mc.spec, errors);
   CheckStateMount(mc.spec, errors);
+  CheckGraphSize(mc.spec, errors);
   CheckName(mc, errors);
   result.minicluster = std::move(mc);
   return result;

@@ -524,9 +524,9 @@ TEST(DesiredOptions, ClusterDomainMustBeADnsSubdomain) {
   }
 }
 
-// Cores from the CPU limit, else the request, rounded up to whole cores;
+// Cores from the CPU request, else the limit, rounded up to whole cores;
 // GPUs from the extended resources that name them.
-TEST(BrokerResourcesOf, WholeCoresFromTheLimitElseTheRequestAndGpus) {
+TEST(BrokerResourcesOf, WholeCoresFromTheRequestElseTheLimitAndGpus) {
   auto cores = [](const json& resources) {
     return BrokerResourcesOf(resources).cores;
   };
@@ -537,7 +537,13 @@ TEST(BrokerResourcesOf, WholeCoresFromTheLimitElseTheRequestAndGpus) {
   EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "100m"}})")), 1);
   EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "2"},
                                   "limits": {"cpu": "4"}})")),
-            4);
+            2);
+  EXPECT_EQ(cores(json::parse(R"({"limits": {"cpu": "4"}})")), 4);
+  // A limit far above the request (schedulable: the request is what the
+  // scheduler counts) must not give Fluxion a vertex per limit core.
+  EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": 1},
+                                  "limits": {"cpu": 65536}})")),
+            1);
   EXPECT_EQ(cores(json::parse(R"({"limits": {"memory": "1Gi"}})")), 0);
   EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "1.5m"}})")), 1);
   EXPECT_EQ(cores(json::object()), 0);
@@ -561,7 +567,7 @@ TEST(BrokerResourcesOf, ReadsEveryKubernetesQuantityForm) {
   };
   EXPECT_EQ(cores("1e3"), 1000);
   EXPECT_EQ(cores("1k"), 1000);
-  EXPECT_EQ(cores("2k"), 2000);
+  EXPECT_EQ(cores("2k"), kMaxBrokerCores);
   EXPECT_EQ(cores("1Ki"), 1024);
   EXPECT_EQ(cores("+4"), 4);
   EXPECT_EQ(cores(".5"), 1);
@@ -577,8 +583,8 @@ TEST(BrokerResourcesOf, ReadsEveryKubernetesQuantityForm) {
   EXPECT_EQ(cores("99999999999999999999"), kMaxBrokerCores);
   EXPECT_EQ(cores("9223372036854775807m"), kMaxBrokerCores);
   EXPECT_EQ(cores("1e300"), kMaxBrokerCores);
-  EXPECT_EQ(gpus("1e3"), 1000);
-  EXPECT_EQ(gpus("2k"), 2000);
+  EXPECT_EQ(gpus("0.016k"), 16);
+  EXPECT_EQ(gpus("2k"), kMaxBrokerGpus);
   EXPECT_EQ(gpus("4000m"), 4);
   EXPECT_EQ(gpus("99999999999999999999"), kMaxBrokerGpus);
   EXPECT_EQ(gpus(json(9223372036854775807LL)), kMaxBrokerGpus);

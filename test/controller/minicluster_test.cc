@@ -292,7 +292,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"resources",
                 {{"limits", {{"cpu", "99999999999999999999"}}}},
                 "spec.resources.limits.cpu: 99999999999999999999 is more "
-                "than Flux can use"},
+                "than one node has"},
+        BadSpec{"resources",
+                {{"limits", {{"cpu", "1025"}}}},
+                "spec.resources.limits.cpu: 1025 is more than one node has "
+                "(Flux gives a broker at most 1024 cores)"},
+        BadSpec{"resources",
+                {{"limits", {{"nvidia.com/gpu", 65}}}},
+                "at most 64 GPUs"},
         BadSpec{"resources",
                 {{"requests", {{"cpu", "1e300"}}}},
                 "spec.resources.requests.cpu: 1e300 is more than"},
@@ -312,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "number"},
         BadSpec{"resources",
                 {{"limits", {{"amd.com/gpu", "2e20"}}}},
-                "spec.resources.limits.amd.com/gpu: 2e20 is more than Flux"},
+                "spec.resources.limits.amd.com/gpu: 2e20 is more than one"},
         BadSpec{"resources",
                 {{"limits", {{"cpu", true}}}},
                 "spec.resources.limits.cpu: true is not a Kubernetes"},
@@ -321,15 +328,41 @@ INSTANTIATE_TEST_SUITE_P(
                 "spec.resources.limits: must "
                 "be a mapping"}));
 
+// Fluxion's graph on rank 0 (a vertex per core and GPU of every rank) is
+// bounded; sched-simple's is not that graph.
+TEST(MiniClusterParse, BoundsFluxionsGraph) {
+  json object = MiniClusterObject();
+  object["spec"]["size"] = 256;
+  object["spec"]["resources"] = {{"requests", {{"cpu", 1024}}}};
+  EXPECT_TRUE(ParseMiniCluster(object).ok());
+  object["spec"]["resources"]["limits"] = {{"nvidia.com/gpu", 1}};
+  ParseResult r = ParseMiniCluster(object);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.ErrorText().find("256 × 1025 = 262400 is more than Fluxion"),
+            std::string::npos)
+      << r.ErrorText();
+  EXPECT_NE(r.ErrorText().find("spec.flux.scheduler.simple: true"),
+            std::string::npos);
+  object["spec"]["flux"]["scheduler"] = {{"simple", true}};
+  EXPECT_TRUE(ParseMiniCluster(object).ok())
+      << ParseMiniCluster(object).ErrorText();
+  // A limit far above the request is not what Flux models.
+  object = MiniClusterObject();
+  object["spec"]["size"] = 1024;
+  object["spec"]["resources"] = {{"requests", {{"cpu", 1}}},
+                                 {"limits", {{"cpu", 1024}}}};
+  EXPECT_TRUE(ParseMiniCluster(object).ok());
+}
+
 // Every quantity form the API server takes passes, however written.
 TEST(MiniClusterParse, AcceptsEveryQuantityForm) {
   for (const json& cpu :
-       {json("1e3"), json("2k"), json("1Ki"), json("+.5"), json("1.5m"),
+       {json("1e3"), json("0.5k"), json("1Ki"), json("+.5"), json("1.5m"),
         json("250000u"), json("7E-1"), json("0.001k"), json(3), json(2.5),
         json("0"), json("00.5"), json("1e+2")}) {
     json object = MiniClusterObject();
     object["spec"]["resources"] = {{"requests", {{"cpu", cpu}}},
-                                   {"limits", {{"nvidia.com/gpu", "2k"}}}};
+                                   {"limits", {{"nvidia.com/gpu", "0.002k"}}}};
     const ParseResult r = ParseMiniCluster(object);
     EXPECT_TRUE(r.ok()) << cpu.dump() << ": " << r.ErrorText();
   }
