@@ -5,6 +5,7 @@
 
 #include "common/volume_contract.h"
 #include "curve/cert.h"
+#include "driver/target_dir.h"
 
 namespace fcc::driver {
 namespace {
@@ -13,7 +14,6 @@ using grpc::Status;
 using grpc::StatusCode;
 
 constexpr mode_t kCertMode = 0400;  // Flux refuses group/other-readable certs
-constexpr mode_t kTargetDirMode = 0750;
 constexpr size_t kMaxCertBytes = 4096;
 // More stacked mounts than this at one target is not ours to fix by looping.
 constexpr int kMaxStackedMounts = 64;
@@ -25,17 +25,6 @@ constexpr uint64_t kVolumeInodes = 8;
 
 std::string CertPath(const std::string& target) {
   return target + "/" + std::string(common::kCertFileName);
-}
-
-// INTERNAL, except a full filesystem: RESOURCE_EXHAUSTED tells the operator
-// (and kubelet's events) that freeing space, not a driver fix, is the cure.
-Status Internal(std::string_view step, const std::string& target,
-                std::error_code ec) {
-  const StatusCode code = ec == std::errc::no_space_on_device
-                              ? StatusCode::RESOURCE_EXHAUSTED
-                              : StatusCode::INTERNAL;
-  return Status(code, fmt::format("{} at target_path {} failed: {}", step,
-                                  target, ec.message()));
 }
 
 // The tmpfs of a volume owned by `owner`: the root directory belongs to the
@@ -119,16 +108,7 @@ Status Publisher::PublishLocked(const PublishSpec& spec,
 Status Publisher::MakeDirAndMount(const PublishSpec& spec,
                                   const MiniClusterCert& cert) {
   const std::string& target = spec.target_path;
-  // kubelet creates only the parent; the target directory is ours.
-  if (auto ec = fs_.MakeDir(target, kTargetDirMode)) {
-    if (ec == std::errc::no_such_file_or_directory) {
-      return Status(StatusCode::FAILED_PRECONDITION,
-                    fmt::format("the parent directory of target_path {} "
-                                "does not exist (kubelet creates it)",
-                                target));
-    }
-    return Internal("creating the directory", target, ec);
-  }
+  if (Status made = MakeTargetDir(fs_, target); !made.ok()) return made;
   return MountFresh(spec, cert, /*created_dir=*/true);
 }
 
@@ -232,7 +212,8 @@ Status Publisher::MountFresh(const PublishSpec& spec,
 
   auto pending = fs_.MakeTmpfs(VolumeTmpfs(options_, spec.owner));
   if (!pending) {
-    return roll_back(Internal("making the tmpfs", target, pending.error()));
+    return roll_back(
+        TargetFailure("making the tmpfs", target, pending.error()));
   }
   if (auto ec = (*pending)->WriteNewFile(std::string(common::kCertFileName),
                                          cert.text.reveal(), kCertMode,
@@ -244,10 +225,10 @@ Status Publisher::MountFresh(const PublishSpec& spec,
                     common::kCertFileName, target, ec.message())));
   }
   if (auto ec = (*pending)->MakeReadOnly()) {
-    return roll_back(Internal("making the tmpfs read-only", target, ec));
+    return roll_back(TargetFailure("making the tmpfs read-only", target, ec));
   }
   if (auto ec = (*pending)->Attach(target)) {
-    return roll_back(Internal("mounting tmpfs", target, ec));
+    return roll_back(TargetFailure("mounting tmpfs", target, ec));
   }
   spdlog::info(
       "published volume {} at {}: minicluster {} public-key {} owner {}:{} "
@@ -279,11 +260,11 @@ Status Publisher::UnmountOwn(const std::string& target, std::string_view why) {
     if (auto ec = fs_.Unmount(target)) {
       // EINVAL: not a mount point after all.
       if (ec == std::errc::invalid_argument) return Status::OK;
-      return Internal(fmt::format("unmounting {}", why), target, ec);
+      return TargetFailure(fmt::format("unmounting {}", why), target, ec);
     }
   }
-  return Internal(fmt::format("unmounting {}", why), target,
-                  std::make_error_code(std::errc::too_many_links));
+  return TargetFailure(fmt::format("unmounting {}", why), target,
+                       std::make_error_code(std::errc::too_many_links));
 }
 
 Status Publisher::Unpublish(const UnpublishSpec& spec) {
@@ -309,7 +290,7 @@ Status Publisher::Unpublish(const UnpublishSpec& spec) {
                       "deleting it",
                       target));
     }
-    return Internal("removing the directory", target, ec);
+    return TargetFailure("removing the directory", target, ec);
   }
   keys_.Release(spec.volume_id);
   spdlog::info("unpublished volume {} at {}", spec.volume_id, target);

@@ -10,6 +10,7 @@
 
 #include "common/unique_fd.h"
 #include "driver/mountinfo.h"
+#include "driver/target_dir.h"
 
 namespace fcc::driver {
 namespace {
@@ -17,20 +18,12 @@ namespace {
 using grpc::Status;
 using grpc::StatusCode;
 
-constexpr mode_t kTargetDirMode = 0750;
 constexpr mode_t kStagingDirMode = 0700;
 constexpr unsigned long kSealFlags = MS_RDONLY | MS_NOSUID | MS_NODEV;
 // More stacked binds than this at one target is not ours to fix by looping.
 constexpr int kMaxStackedMounts = 64;
 
 std::error_code Errno() { return {errno, std::generic_category()}; }
-
-Status Internal(std::string_view step, const std::string& target,
-                std::error_code ec) {
-  return Status(StatusCode::INTERNAL,
-                fmt::format("{} at target_path {} failed: {}", step, target,
-                            ec.message()));
-}
 
 // `dir` (made if missing) as a private mount of its own: binds made below it
 // propagate nowhere, wherever it is.
@@ -43,6 +36,15 @@ std::error_code MakePrivateMount(HostFs& fs, const std::string& dir) {
     return Errno();
   }
   if (mount(nullptr, dir.c_str(), nullptr, MS_PRIVATE, nullptr) != 0) {
+    return Errno();
+  }
+  return {};
+}
+
+// A remount: it changes this mount namespace's copy only.
+std::error_code SealBind(const std::string& target) {
+  if (mount(nullptr, target.c_str(), nullptr, MS_REMOUNT | MS_BIND | kSealFlags,
+            nullptr) != 0) {
     return Errno();
   }
   return {};
@@ -65,14 +67,6 @@ Status ViewNotServed(std::string_view view, const ViewCatalog& catalog) {
                   "serves: {}. Set the MiniCluster's spec.flux.view to one of "
                   "those, or install a driver release whose image carries {}",
                   view, catalog.ServedNames(), view));
-}
-
-std::error_code SealBind(const std::string& target) {
-  if (mount(nullptr, target.c_str(), nullptr, MS_REMOUNT | MS_BIND | kSealFlags,
-            nullptr) != 0) {
-    return Errno();
-  }
-  return {};
 }
 
 ViewBindApi DetectViewBindApi() {
@@ -180,15 +174,7 @@ Status ViewPublisher::BindNew(const ViewPublishSpec& spec, const View& view,
   auto counted = count_.Reserve(target, spec.pod_uid, VolumeKind::kView);
   if (!counted) return Status(StatusCode::RESOURCE_EXHAUSTED, counted.error());
   if (missing) {
-    if (auto ec = fs_.MakeDir(target, kTargetDirMode)) {
-      if (ec == std::errc::no_such_file_or_directory) {
-        return Status(StatusCode::FAILED_PRECONDITION,
-                      fmt::format("the parent directory of target_path {} "
-                                  "does not exist (kubelet creates it)",
-                                  target));
-      }
-      return Internal("creating the directory", target, ec);
-    }
+    if (Status made = MakeTargetDir(fs_, target); !made.ok()) return made;
   }
   Status bound = Bind(spec, view, /*created_dir=*/missing);
   if (bound.ok()) counted->Keep();
@@ -200,7 +186,8 @@ Status ViewPublisher::CheckBound(const ViewPublishSpec& spec) {
   // Any stored copy of this view: after an upgrade that changed the view, a
   // running pod keeps the copy it was started with.
   auto id = IdentifyPath(target);
-  if (!id || !views_.IsCopyOf(spec.view, *id)) {
+  std::optional<View> copy = id ? views_.CopyOf(spec.view, *id) : std::nullopt;
+  if (!copy) {
     return Status(StatusCode::ALREADY_EXISTS,
                   fmt::format("target_path {} already holds another mount; "
                               "unpublish it before publishing view {} there",
@@ -210,12 +197,17 @@ Status ViewPublisher::CheckBound(const ViewPublishSpec& spec) {
   count_.Adopt({{target, spec.pod_uid, VolumeKind::kView}});
   auto sealed = IsSealedBind(target);
   if (sealed && *sealed) return Status::OK;
+  // Binds of this one in other namespaces (kubelet's, which containers are
+  // bound from) are as unsealed, and a remount here would not reach them:
+  // the bind is taken down everywhere and made again, sealed.
   spdlog::warn(
-      "volume {}: view {} at {} lost read-only/nosuid/nodev; resealing",
+      "volume {}: view {} at {} lost read-only/nosuid/nodev; binding it "
+      "again",
       spec.volume_id, spec.view, target);
-  if (auto ec = SealBind(target))
-    return Internal("resealing the view", target, ec);
-  return Status::OK;
+  if (auto ec = fs_.Unmount(target)) {
+    return TargetFailure("unmounting the unsealed view", target, ec);
+  }
+  return Bind(spec, *copy, /*created_dir=*/false);
 }
 
 Status ViewPublisher::Bind(const ViewPublishSpec& spec, const View& view,
@@ -236,7 +228,7 @@ Status ViewPublisher::Bind(const ViewPublishSpec& spec, const View& view,
                       spec.volume_id, target, removed.message());
       }
     }
-    return Internal(fmt::format("binding view {}", view.name), target, ec);
+    return TargetFailure(fmt::format("binding view {}", view.name), target, ec);
   }
   spdlog::info("published volume {} at {}: view {} ({}) pod {} ({})",
                spec.volume_id, target, view.name, view.digest, spec.pod_name,
@@ -286,7 +278,7 @@ Status ViewPublisher::UnmountViews(const UnpublishSpec& spec) {
   const std::string& target = spec.target_path;
   for (int i = 0; i < kMaxStackedMounts && HoldsView(target); ++i) {
     if (auto ec = fs_.Unmount(target)) {
-      return Internal("unmounting the view", target, ec);
+      return TargetFailure("unmounting the view", target, ec);
     }
     spdlog::info("unmounted view volume {} at {}", spec.volume_id, target);
   }

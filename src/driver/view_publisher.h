@@ -110,6 +110,5 @@ std::error_code BindFromStaging(const std::string& staged,
                                 const std::string& target);
 // Whether the mount at `path` is read-only, nosuid and nodev.
 std::expected<bool, std::error_code> IsSealedBind(const std::string& path);
-std::error_code SealBind(const std::string& target);
 
 }  // namespace fcc::driver

@@ -77,7 +77,8 @@ std::vector<StoredView> StoredViews(const fs::path& store) {
     const size_t at = file.find('@');
     if (auto id = IdentifyPath(entry.path().string())) {
       stored.push_back(
-          {at == std::string::npos ? std::string() : file.substr(0, at), *id});
+          {at == std::string::npos ? std::string() : file.substr(0, at),
+           entry.path().string(), *id});
     }
   }
   return stored;
@@ -116,12 +117,16 @@ bool ViewCatalog::IsViewRoot(const FileId& id) const {
          std::ranges::find(served_, id, &View::root) != served_.end();
 }
 
-bool ViewCatalog::IsCopyOf(std::string_view name, const FileId& id) const {
+std::optional<View> ViewCatalog::CopyOf(std::string_view name,
+                                        const FileId& id) const {
   const View* view = Find(name);
-  if (view != nullptr && view->root == id) return true;
-  return std::ranges::any_of(stored_, [&](const StoredView& copy) {
-    return copy.name == name && copy.root == id;
-  });
+  if (view != nullptr && view->root == id) return *view;
+  for (const StoredView& copy : stored_) {
+    if (copy.name == name && copy.root == id) {
+      return View{copy.name, "", copy.path, copy.root};
+    }
+  }
+  return std::nullopt;
 }
 
 std::expected<std::string, std::string> CheckViewManifest(

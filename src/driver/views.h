@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -36,6 +37,7 @@ struct View {
 // A copy in the store: <name>@<digest prefix> (StoredViewName).
 struct StoredView {
   std::string name;  // the view's, without the digest
+  std::string path;
   FileId root;
 };
 
@@ -67,9 +69,10 @@ class ViewCatalog {
   // "flux-core-0.88.0, ..." or "none", for error messages.
   std::string ServedNames() const;
   bool IsViewRoot(const FileId& id) const;
-  // Whether `id` is the root of a copy of view `name`: the one served or an
-  // older one a running pod still has (after an upgrade changed the view).
-  bool IsCopyOf(std::string_view name, const FileId& id) const;
+  // The copy of view `name` whose root is `id`: the one served or an older
+  // one a running pod still has (after an upgrade changed the view; its
+  // digest then unknown, "").
+  std::optional<View> CopyOf(std::string_view name, const FileId& id) const;
   const std::vector<View>& served() const { return served_; }
   const std::vector<StoredView>& stored() const { return stored_; }
   const std::vector<ViewFailure>& failures() const { return failures_; }

@@ -264,6 +264,41 @@ TEST_F(ViewOnOldKernelTest, TheBindIsSealedInKubeletsNamespaceToo) {
       << log();
 }
 
+// A bind an older release left writable (its pre-5.12 fallback) is as
+// writable in kubelet's namespace, where containers are bound from. A
+// re-publish must seal it there too, not only where the driver runs.
+TEST_F(ViewTest, AnUnsealedBindIsBoundAgainSealedInKubeletsNamespace) {
+  ASSERT_EQ(mount(nullptr, root_->path().c_str(), nullptr, MS_SHARED, nullptr),
+            0)
+      << strerror(errno);
+  const PeerMountNamespace kubelet;
+  ASSERT_GT(kubelet.pid(), 0) << "cannot make a second mount namespace";
+  const std::string target = KubeletTargetPath(pod_);
+  ASSERT_EQ(mkdir(target.c_str(), 0750), 0) << strerror(errno);
+  ASSERT_EQ(
+      mount(StoredCopy().c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0)
+      << strerror(errno);
+  ASSERT_EQ(kubelet.MountsUnder(target).size(), 1u);
+  ASSERT_TRUE(HasToken(kubelet.MountsUnder(target)[0].options, "rw"));
+
+  const auto status = PublishView();
+  ASSERT_TRUE(status.ok()) << status.error_message() << log();
+  ASSERT_NO_FATAL_FAILURE(ExpectViewBound(target));
+  const std::vector<MountEntry> there = kubelet.MountsUnder(target);
+  ASSERT_EQ(there.size(), 1u) << "kubelet's namespace has a stack";
+  for (const char* flag : {"ro", "nosuid", "nodev"}) {
+    EXPECT_TRUE(HasToken(there[0].options, flag))
+        << flag << " not in kubelet's " << there[0].options;
+  }
+  errno = 0;
+  const int fd = open(kubelet.Path(target + "/intruder").c_str(),
+                      O_WRONLY | O_CREAT, 0600);
+  EXPECT_EQ(fd, -1) << "root wrote into the view in kubelet's namespace";
+  if (fd >= 0) close(fd);
+  ASSERT_TRUE(Unpublish().ok());
+  EXPECT_TRUE(kubelet.MountsUnder(target).empty());
+}
+
 // kubelet mounts a volume read-write into containers unless the pod says
 // readOnly: a view, which every broker on the node runs, is refused so.
 TEST_F(ViewTest, ReadOnlyFalseIsRefused) {
