@@ -242,6 +242,17 @@ void AddServeFlags(CLI::App& serve_cmd, driver::ServeOptions& serve) {
       ->envname("VIEW_STAGING_DIR")
       ->capture_default_str();
   serve_cmd
+      .add_option_function<int>(
+          "--view-store-lock-seconds",
+          [&serve](int s) {
+            serve.view_store_lock_wait = std::chrono::seconds(s);
+          },
+          "How long to wait at start for another driver installing views "
+          "into --view-store-dir; past it, certs are served and view "
+          "publishes fail naming the lock's holder until a restart")
+      ->check(CLI::Range(0, 3600))
+      ->default_str(std::to_string(driver::kDefaultViewStoreLockWait.count()));
+  serve_cmd
       .add_option("--volume-size-bytes", serve.publisher.volume_size_bytes,
                   "tmpfs size limit of each volume")
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 20))

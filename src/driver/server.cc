@@ -391,8 +391,8 @@ int Serve(const ServeOptions& options) {
   }
   // A view that cannot be installed costs that view only: certs are served
   // and its publishes name the cause (docs/admin/errors.md).
-  const ViewCatalog views =
-      InstallViews(options.views_dir, options.view_store_dir);
+  const ViewCatalog views = InstallViews(
+      options.views_dir, options.view_store_dir, options.view_store_lock_wait);
   for (const ViewFailure& failure : views.failures()) {
     spdlog::error(
         "Flux views unavailable: view {}: {}; certs are served, and publishes "

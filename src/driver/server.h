@@ -1,12 +1,14 @@
 // The CSI gRPC server on a unix socket.
 #pragma once
 
+#include <chrono>
 #include <expected>
 #include <optional>
 #include <string>
 
 #include "driver/host_fs.h"
 #include "driver/publisher.h"
+#include "driver/views.h"
 
 namespace fcc::driver {
 
@@ -32,6 +34,9 @@ struct ServeOptions {
   // Where view binds are staged, sealed, on kernels without mount_setattr
   // (and with --mount-api=mount): a directory of the driver's own.
   std::string view_staging_dir;
+  // How long to wait for another driver installing into the store before
+  // serving certs without views.
+  std::chrono::seconds view_store_lock_wait = kDefaultViewStoreLockWait;
   PublisherOptions publisher;
   ValidationPolicy validation;
   std::optional<MountApi> mount_api;  // unset: DetectMountApi()

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "common/file.h"
@@ -174,6 +176,55 @@ std::expected<fs::path, std::string> MakeTempDir(const fs::path& dir,
   return fs::path(name);
 }
 
+// flock(LOCK_EX) on `fd` within `wait`; the errno if not (EWOULDBLOCK:
+// still held by another when the time was up).
+std::expected<void, int> LockWithin(int fd, std::chrono::milliseconds wait) {
+  constexpr auto kPoll = std::chrono::milliseconds(100);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  bool logged = false;
+  for (;;) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return {};
+    if (errno != EWOULDBLOCK && errno != EINTR) return std::unexpected(errno);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return std::unexpected(EWOULDBLOCK);
+    }
+    if (!logged) {
+      spdlog::info("waiting up to {} ms for another driver installing views",
+                   wait.count());
+      logged = true;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+// "pid N (comm)" of the process holding a flock on `fd`'s file, as
+// /proc/locks shows it, or "another process".
+std::string LockHolder(int fd) {
+  struct stat st{};
+  auto locks = common::ReadTextFile("/proc/locks", size_t{1} << 20);
+  if (fstat(fd, &st) != 0 || !locks) return "another process";
+  const std::string file_id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev),
+                                          minor(st.st_dev), st.st_ino);
+  std::istringstream lines(*locks);
+  for (std::string line; std::getline(lines, line);) {
+    // "1: FLOCK  ADVISORY  WRITE 1234 08:02:5678 0 EOF"; waiters have "->".
+    std::istringstream fields(line);
+    std::string id, type, advisory, mode, pid, file;
+    fields >> id >> type;
+    if (type == "->") fields >> type;
+    fields >> advisory >> mode >> pid >> file;
+    if (line.find("->") != std::string::npos || type != "FLOCK" ||
+        file != file_id) {
+      continue;
+    }
+    auto comm = common::ReadTextFile("/proc/" + pid + "/comm", 64);
+    std::string name = comm ? *comm : "";
+    if (!name.empty() && name.back() == '\n') name.pop_back();
+    return name.empty() ? "pid " + pid : fmt::format("pid {} ({})", pid, name);
+  }
+  return "another process";
+}
+
 bool HeldByAnotherDriver(const fs::path& copy) {
   common::UniqueFd fd(
       open(copy.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
@@ -266,7 +317,8 @@ std::set<std::string> StoreEntriesMounted(std::string_view mountinfo,
   return mounted;
 }
 
-std::expected<ViewStore, std::string> ViewStore::Lock(const std::string& dir) {
+std::expected<ViewStore, std::string> ViewStore::Lock(
+    const std::string& dir, std::chrono::milliseconds wait) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
@@ -280,15 +332,17 @@ std::expected<ViewStore, std::string> ViewStore::Lock(const std::string& dir) {
     return std::unexpected(fmt::format("cannot open the store's lock {}: {}",
                                        lock_path.string(), ErrnoText()));
   }
-  if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    spdlog::info("waiting for another driver installing views into {}", dir);
-    int rc = 0;
-    while ((rc = flock(lock.get(), LOCK_EX)) != 0 && errno == EINTR) {
+  if (auto locked = LockWithin(lock.get(), wait); !locked) {
+    if (locked.error() != EWOULDBLOCK) {
+      return std::unexpected(fmt::format("cannot lock {}: {}",
+                                         lock_path.string(),
+                                         std::strerror(locked.error())));
     }
-    if (rc != 0) {
-      return std::unexpected(
-          fmt::format("cannot lock {}: {}", lock_path.string(), ErrnoText()));
-    }
+    return std::unexpected(fmt::format(
+        "another driver has been installing views into {} for more than {} "
+        "s ({} holds {}); certs are served meanwhile",
+        dir, std::chrono::duration_cast<std::chrono::seconds>(wait).count(),
+        LockHolder(lock.get()), lock_path.string()));
   }
   return ViewStore(fs::path(dir), std::move(lock));
 }
@@ -301,19 +355,11 @@ std::expected<std::string, std::string> ViewStore::Install(
   std::error_code ec;
   if (fs::is_directory(fs::symlink_status(copy, ec))) {
     if (ReadMarker(marker) == digest + "\n") return copy.string();
-    // Made by a driver that did not verify, or cut short by a crash.
-    auto got = TreeDigest(copy, common::kViewManifest);
-    if (got && *got == digest) {
-      if (auto marked = WriteMarker(marker, digest); !marked) {
-        spdlog::warn("view copy {} verified but not marked: {}", copy.string(),
-                     marked.error());
-      }
-      spdlog::info("view copy {} verified ({})", copy.string(), digest);
-      return copy.string();
-    }
-    spdlog::warn("view copy {} does not match its digest {} ({}); replacing it",
-                 copy.string(), digest,
-                 got ? "it hashes to " + *got : got.error());
+    // Unmarked: cut short by a crash, or made by a release that bound
+    // copies writable into pods. One of those may still write into it
+    // after any check here, so it is never served: a fresh copy is.
+    spdlog::warn("view copy {} has no verified marker; copying afresh",
+                 copy.string());
     MoveAside(stored_name);
   }
   if (auto made = MakeCopy(source, stored_name, digest); !made) {
@@ -373,7 +419,7 @@ std::expected<void, std::string> ViewStore::MakeCopy(
   return {};
 }
 
-// A damaged copy goes out of the way (a pod's bind of it stays valid);
+// An unmarked copy goes out of the way (a pod's bind of it stays valid);
 // Collect removes it once no pod mounts it.
 void ViewStore::MoveAside(const std::string& stored_name) {
   std::error_code ec;
@@ -381,7 +427,7 @@ void ViewStore::MoveAside(const std::string& stored_name) {
   auto aside = MakeTempDir(dir_, stored_name);
   if (aside) fs::rename(dir_ / stored_name, *aside, ec);
   if (!aside || ec) {
-    spdlog::error("cannot move the damaged view copy {} aside: {}",
+    spdlog::error("cannot move the unmarked view copy {} aside: {}",
                   (dir_ / stored_name).string(),
                   aside ? ec.message() : aside.error());
   }

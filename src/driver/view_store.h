@@ -9,10 +9,12 @@
 // A copy is written under a unique temporary name, synced, hashed against
 // its manifest's digest and only then renamed into place and marked, so a
 // copy's name never shows a partial or unsynced tree, and a restart does
-// not hash it again. Copies that no driver serves and no pod mounts are
-// removed.
+// not hash it again. A copy without its marker is never served: it is moved
+// aside and copied afresh. Copies that no driver serves and no pod mounts
+// are removed.
 #pragma once
 
+#include <chrono>
 #include <expected>
 #include <filesystem>
 #include <set>
@@ -38,13 +40,16 @@ std::set<std::string> StoreEntriesMounted(std::string_view mountinfo,
 
 class ViewStore {
  public:
-  // Creates `dir` if needed and takes its lock, waiting while another
-  // driver installs. Released when the ViewStore goes.
-  static std::expected<ViewStore, std::string> Lock(const std::string& dir);
+  // Creates `dir` if needed and takes its lock, waiting up to `wait` while
+  // another driver installs: a driver stuck installing (a hung disk) must
+  // not keep this one from serving certs. The error names the holder where
+  // /proc/locks shows it. Released when the ViewStore goes.
+  static std::expected<ViewStore, std::string> Lock(
+      const std::string& dir, std::chrono::milliseconds wait);
 
   // `stored_name`'s copy of the view at `source`, whose manifest says
-  // `digest`: the verified copy if there is one, else a copy checked now or
-  // made anew. Returns its path; the error says why not (no prefix).
+  // `digest`: the marked copy if there is one, else one made anew. Returns its
+  // path; the error says why not (no prefix).
   std::expected<std::string, std::string> Install(
       const std::filesystem::path& source, const std::string& stored_name,
       const std::string& digest);

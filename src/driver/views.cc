@@ -156,14 +156,15 @@ std::string StoredViewName(const std::string& name, const std::string& digest) {
 }
 
 ViewCatalog InstallViews(const std::string& source_dir,
-                         const std::string& store_dir) {
+                         const std::string& store_dir,
+                         std::chrono::milliseconds lock_wait) {
   const std::vector<fs::path> sources = SourceViews(source_dir);
   std::error_code ec;
   if (sources.empty() && !fs::is_directory(store_dir, ec)) return {};
   std::vector<View> served;
   std::vector<ViewFailure> failures;
   std::vector<common::UniqueFd> holds;
-  auto store = ViewStore::Lock(store_dir);
+  auto store = ViewStore::Lock(store_dir, lock_wait);
   for (const fs::path& source : sources) {
     const std::string name = source.filename().string();
     auto view =

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <expected>
 #include <optional>
 #include <string>
@@ -99,9 +100,12 @@ std::string StoredViewName(const std::string& name, const std::string& digest);
 // in the store at `store_dir` (view_store.h: locked, verified against the
 // manifest's digest, complete or not at all), removes the store's copies
 // that nothing serves or mounts, and returns what is served. A missing or
-// empty source_dir serves no views. A view that cannot be installed is a
-// failure in the catalog naming the cause, never an error of the driver.
-ViewCatalog InstallViews(const std::string& source_dir,
-                         const std::string& store_dir);
+// empty source_dir serves no views. A view that cannot be installed (the
+// store's lock not had within `lock_wait` among the causes) is a failure in
+// the catalog naming the cause, never an error of the driver.
+inline constexpr std::chrono::seconds kDefaultViewStoreLockWait{30};
+ViewCatalog InstallViews(
+    const std::string& source_dir, const std::string& store_dir,
+    std::chrono::milliseconds lock_wait = kDefaultViewStoreLockWait);
 
 }  // namespace fcc::driver

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -108,11 +109,41 @@ TEST_F(ViewStoreUnitTest, AVerifiedCopyIsNotHashedAgain) {
   ViewCatalog second = InstallViews(views_, store_);
   ASSERT_NE(second.Find(kView), nullptr);
   EXPECT_EQ(ReadFileOrEmpty(Copy() + "/bin/flux"), "#!edited\n");
-  // Without the marker it is hashed, found damaged and replaced.
+  // Without the marker it is replaced.
   fs::remove(Copy() + ".verified");
   ViewCatalog third = InstallViews(views_, store_);
   ASSERT_NE(third.Find(kView), nullptr);
   EXPECT_EQ(ReadFileOrEmpty(Copy() + "/bin/flux"), "#!flux\n");
+}
+
+// A copy without the marker matches its digest, but a pod that an older
+// release bound it into writable can write into it after any check: it is
+// never served in place, a fresh copy is.
+TEST_F(ViewStoreUnitTest, AnUnmarkedCopyIsNeverAdoptedInPlace) {
+  {
+    ViewCatalog first = InstallViews(views_, store_);
+    ASSERT_NE(first.Find(kView), nullptr);
+  }
+  fs::remove(Copy() + ".verified");
+  struct stat old_copy{};
+  ASSERT_EQ(stat(Copy().c_str(), &old_copy), 0);
+  // The pod's writable bind of the old copy: its directory, still open.
+  common::UniqueFd pods_view(open(Copy().c_str(), O_RDONLY | O_DIRECTORY));
+  ASSERT_TRUE(pods_view);
+  ViewCatalog second = InstallViews(views_, store_);
+  const driver::View* served = second.Find(kView);
+  ASSERT_NE(served, nullptr);
+  EXPECT_NE(served->root.ino, old_copy.st_ino)
+      << "the unmarked copy was served in place";
+  EXPECT_EQ(ReadFileOrEmpty(Copy() + ".verified"), digest_ + "\n");
+  // What the pod writes now reaches nothing the driver serves.
+  const int written =
+      openat(pods_view.get(), "bin/flux", O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (written >= 0) {
+    EXPECT_EQ(write(written, "#!evil\n", 7), 7);
+    close(written);
+  }
+  EXPECT_EQ(ReadFileOrEmpty(served->path + "/bin/flux"), "#!flux\n");
 }
 
 TEST_F(ViewStoreUnitTest, ACopyAnotherDriverServesIsKept) {
