@@ -28,10 +28,35 @@ inline constexpr std::array<std::string_view, 4> kVolumeAttributeKeys = {
     kAttrMiniCluster, kAttrGeneration, kAttrOwner, kAttrKeyId};
 
 // A view volume: a read-only bind of a self-contained Flux install that the
-// driver serves ("Bring your own image", docs). Its volumeAttributes hold
-// this one key and nothing else, naming the view (e.g. flux-core-0.88.0);
-// a volume that names a MiniCluster is a cert volume, never a view.
+// driver serves ("Bring your own image", docs), named by this key (e.g.
+// flux-core-0.88.0).
 inline constexpr std::string_view kAttrView = "view";
+// The keys kubelet adds to a volume's context (pod info, ephemeral); a pod
+// author's volumeAttributes may hold them too, and kubelet overwrites them.
+inline constexpr std::string_view kKubeletAttributePrefix =
+    "csi.storage.k8s.io/";
+
+// The one rule that tells a view volume from a cert volume, for the driver
+// and the admission policies alike: its volumeAttributes, leaving out
+// kubelet's keys, are `view` alone. Anything else is a cert volume (and a
+// cert volume with `view` among its keys is refused as one).
+template <typename Keys>
+bool IsViewVolume(const Keys& keys) {
+  bool view = false;
+  for (const auto& key : keys) {
+    const std::string_view k(key);
+    if (k.starts_with(kKubeletAttributePrefix)) continue;
+    if (k != kAttrView) return false;
+    view = true;
+  }
+  return view;
+}
+// The same rule in CEL over a pod spec's volume `v`: every policy in deploy/
+// and the chart that tells views from certs says exactly this
+// (test/contract holds them to it).
+inline constexpr std::string_view kViewVolumeCel =
+    "v.csi.?volumeAttributes.orValue({}).filter(k, "
+    "!k.startsWith('csi.storage.k8s.io/')) == ['view']";
 // Where a view is mounted in a pod: flux-core's compiled-in prefix.
 inline constexpr std::string_view kViewMountPath = "/opt/flux";
 // The view's manifest, relative to its root: {"name", "digest", ...}.

@@ -251,7 +251,8 @@ std::expected<std::string, RequestError> CheckViewAttributes(
     const VolumeContext& ctx) {
   std::string view;
   for (const auto& [key, value] : ctx) {
-    if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
+    if (key.starts_with(common::kKubeletAttributePrefix))
+      continue;  // kubelet's own keys
     if (key != common::kAttrView) {
       return Invalid(fmt::format(
           "volumeAttributes.{} is not allowed with volumeAttributes.view: a "
@@ -275,7 +276,8 @@ std::expected<PublishSpec, RequestError> WithVolumeAttributes(
     const VolumeContext& ctx, PublishSpec spec) {
   bool have_minicluster = false;
   for (const auto& [key, value] : ctx) {
-    if (key.starts_with(kKubeletPrefix)) continue;  // kubelet's own keys
+    if (key.starts_with(common::kKubeletAttributePrefix))
+      continue;  // kubelet's own keys
     if (key == common::kAttrMiniCluster) {
       if (!common::IsDns1123Subdomain(value)) {
         return Invalid(
@@ -303,6 +305,11 @@ std::expected<PublishSpec, RequestError> WithVolumeAttributes(
         return Invalid(ok.error());
       }
       spec.key_id = value;
+    } else if (key == common::kAttrView) {
+      return Invalid(
+          "volumeAttributes.view is not allowed with a cert volume's keys: a "
+          "view volume carries view alone, and the cert (minicluster, "
+          "generation, owner, key-id) is a volume of its own");
     } else {
       return Invalid(fmt::format(
           "volumeAttributes has unknown key {:?}: allowed keys are {} (check "
@@ -395,7 +402,9 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
 }
 
 bool IsViewRequest(const csi::v1::NodePublishVolumeRequest& request) {
-  return request.volume_context().contains(std::string(common::kAttrView));
+  std::vector<std::string_view> keys;
+  for (const auto& [key, value] : request.volume_context()) keys.push_back(key);
+  return common::IsViewVolume(keys);
 }
 
 std::expected<ViewPublishSpec, RequestError> ValidateViewPublishRequest(

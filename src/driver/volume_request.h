@@ -17,9 +17,9 @@
 
 namespace fcc::driver {
 
-// Keys kubelet adds with podInfoOnMount: true. Only kubelet may set these;
-// the namespace in particular is the trust boundary and comes only from here.
-inline constexpr std::string_view kKubeletPrefix = "csi.storage.k8s.io/";
+// Keys kubelet adds with podInfoOnMount: true
+// (common::kKubeletAttributePrefix). Only kubelet may set these; the namespace
+// in particular is the trust boundary and comes only from here.
 inline constexpr std::string_view kPodNamespace =
     "csi.storage.k8s.io/pod.namespace";
 inline constexpr std::string_view kPodName = "csi.storage.k8s.io/pod.name";
@@ -92,9 +92,10 @@ std::expected<PublishSpec, RequestError> ValidatePublishRequest(
     const csi::v1::NodePublishVolumeRequest& request,
     const ValidationPolicy& policy = {});
 
-// True if the request is for a view volume: its volumeAttributes name a
-// view. Such a request is validated by ValidateViewPublishRequest only, so a
-// volume can never be both a cert and a view.
+// True if the request is for a view volume (common::IsViewVolume: `view`
+// alone beside kubelet's keys). Such a request is validated by
+// ValidateViewPublishRequest only, so a volume can never be both a cert and a
+// view.
 bool IsViewRequest(const csi::v1::NodePublishVolumeRequest& request);
 
 std::expected<ViewPublishSpec, RequestError> ValidateViewPublishRequest(

@@ -217,5 +217,64 @@ TEST(Contract, AVolumeWithOneKeyRenamedIsRefused) {
   }
 }
 
+// The rule that tells a view volume from a cert volume, as the driver
+// applies it (and so the admission policies must).
+TEST(Contract, AViewIsViewAloneBesideKubeletsKeys) {
+  using Keys = std::vector<std::string>;
+  EXPECT_TRUE(common::IsViewVolume(Keys{"view"}));
+  EXPECT_TRUE(common::IsViewVolume(Keys{"view", "csi.storage.k8s.io/x"}));
+  EXPECT_TRUE(common::IsViewVolume(Keys{"csi.storage.k8s.io/pod.uid", "view",
+                                        "csi.storage.k8s.io/ephemeral"}));
+  EXPECT_FALSE(common::IsViewVolume(Keys{}));
+  EXPECT_FALSE(common::IsViewVolume(Keys{"csi.storage.k8s.io/x"}));
+  EXPECT_FALSE(common::IsViewVolume(Keys{"view", "minicluster"}));
+  EXPECT_FALSE(common::IsViewVolume(Keys{"view", "x"}));
+  EXPECT_FALSE(common::IsViewVolume(Keys{"minicluster"}));
+}
+
+// Every policy that tells views from certs (deploy/ and the chart) says it
+// with kViewVolumeCel and nothing else: a pod the policies count as one view
+// and a cert is one the driver serves so.
+TEST(Contract, EveryPolicyTellsViewsFromCertsAsTheDriverDoes) {
+  auto normalized = [](const std::string& text) {
+    std::string out;
+    for (char c : text) {
+      const bool space = c == ' ' || c == '\n' || c == '\t';
+      if (space && (out.empty() || out.back() == ' ')) continue;
+      out += space ? ' ' : c;
+    }
+    return out;
+  };
+  const std::string cel(common::kViewVolumeCel);
+  EXPECT_NE(cel.find(std::string("'") + std::string(common::kAttrView) + "'"),
+            std::string::npos);
+  EXPECT_NE(cel.find(std::string(common::kKubeletAttributePrefix)),
+            std::string::npos);
+  int policies = 0;
+  for (const char* dir : {"/deploy", "/charts"}) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             std::string(FCC_SOURCE_DIR) + dir)) {
+      if (entry.path().extension() != ".yaml") continue;
+      const auto text = common::ReadTextFile(entry.path());
+      ASSERT_TRUE(text) << text.error();
+      const std::string flat = normalized(*text);
+      size_t mentions = 0, rules = 0;
+      for (size_t at = flat.find("'view'"); at != std::string::npos;
+           at = flat.find("'view'", at + 1)) {
+        ++mentions;
+      }
+      for (size_t at = flat.find(cel); at != std::string::npos;
+           at = flat.find(cel, at + 1)) {
+        ++rules;
+      }
+      EXPECT_EQ(mentions, rules)
+          << entry.path() << ": a view volume told apart otherwise than by "
+          << cel;
+      if (rules > 0) ++policies;
+    }
+  }
+  EXPECT_GE(policies, 8) << "the policies that tell views apart moved";
+}
+
 }  // namespace
 }  // namespace fcc

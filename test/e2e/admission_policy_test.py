@@ -872,6 +872,23 @@ def test_volume_count(work):
         r = as_controller(views_job)
         check(r.returncode != 0 and "this Job has 2 view volumes" in r.stderr,
               f"the controller's Job with two view volumes was not refused: {r.stderr.strip()}")
+        # The driver's rule (src/common/volume_contract.h): `view` alone
+        # beside kubelet's csi.storage.k8s.io/ keys is a view. A pod with
+        # such a view and a plain one is two views here too, not a cert and
+        # a view the driver would then refuse (ContainerCreating for ever).
+        keyed_view = {"name": "flux-view", "csi": {"driver": DRIVER, "readOnly": True,
+                      "volumeAttributes": {"view": VIEW, "csi.storage.k8s.io/x": "y"}}}
+        keyed = pod("lab-0", ns, metadata=owned)
+        keyed["spec"]["containers"][0]["volumeMounts"] = []
+        keyed["spec"]["volumes"] = [keyed_view, {**viewed["spec"]["volumes"][-1], "name": "flux-view-2"}]
+        r = create(keyed, JOB_CONTROLLER, dry_run=True)
+        check(r.returncode != 0 and "this Pod has 2 view volumes" in r.stderr,
+              f"a pod with a kubelet-keyed view and a plain one was not refused as two views: "
+              f"{r.stdout.strip()} {r.stderr.strip()}")
+        keyed_one = with_curve_volumes(pod("lab-0", ns, metadata=owned), PER_POD_CAP)
+        keyed_one["spec"]["volumes"].append(keyed_view)
+        check_admitted(create(keyed_one, JOB_CONTROLLER, dry_run=True),
+                       "the Job controller's pod with its cert and a kubelet-keyed view")
         viewed["spec"]["volumes"][-1]["csi"]["volumeAttributes"]["owner"] = "0"
         check_count_refused(create(viewed, JOB_CONTROLLER, dry_run=True), "Pod", two,
                             "a pod whose second cert volume also names a view")
