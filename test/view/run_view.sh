@@ -9,6 +9,9 @@
 #   flux python -c 'import flux, sys; ...'   /opt/flux
 #   flux resource list / overlay status / jobs -a
 #   a job's environment: no PYTHONPATH, PYTHONHOME or LD_PRELOAD
+#   flux run -o pmi=simple,pmix: no stderr (OpenPMIx in the job shell
+#     warns when its component path names a missing directory), and the
+#     shell maps the view's libpmix and its plugins, nothing else's
 #   every shared object mapped by any process in the root is the view's
 # Any library from outside the view would have to come from that root,
 # which has none: the point. Also runs images/view/check-view on the
@@ -107,6 +110,10 @@ echo "== prefix"; flux python -c 'import flux, sys; print(sys.prefix)'
 echo "== resource"; flux resource list
 echo "== overlay"; flux overlay status
 echo "== env"; flux run -n1 /bin/busybox env
+echo "== pmix"
+flux run -n1 -o pmi=simple,pmix /bin/busybox sh -c 'cat /proc/$PPID/maps' 2>/tmp/pmix.err |
+  /bin/busybox awk '$6 ~ /pmix.*\.so/ {print $6}' | /bin/busybox sort -u
+echo "== pmix stderr"; /bin/busybox cat /tmp/pmix.err
 echo "== jobs"; flux jobs -a -n -o '{id.f58} {status}'
 echo "== maps"
 for p in /proc/[0-9]*; do /bin/busybox cat "$p/maps" 2>/dev/null; done |
@@ -149,6 +156,20 @@ bad=$(grep -E '^(PYTHONPATH|PYTHONHOME|LD_PRELOAD|LD_AUDIT|LD_LIBRARY_PATH|SHELL
 grep -q '^PMI_RANK=0$' <<<"$jobenv" && ok "job environment: Flux's PMI still set (PMI_RANK)" ||
   fail "job environment: no PMI_RANK"
 echo "job environment pointing into the view: $(grep '/opt/flux' <<<"$jobenv" | cut -d= -f1 | xargs)"
+# flux-pmix's server (libpmix in the job shell, the task's parent) reads
+# its MCA params file and loads its plugins from the view, not from the
+# image's /usr/lib/x86_64-linux-gnu/pmix2 (Debian's compiled-in prefix).
+pmixerr=$(section 'pmix stderr')
+[[ -z $pmixerr ]] && ok "flux run -o pmi=simple,pmix: no stderr" ||
+  fail "flux run -o pmi=simple,pmix: stderr: $(head -c 600 <<<"$pmixerr")"
+pmixmaps=$(section pmix)
+if grep -qx /opt/flux/lib/system/libpmix.so.2 <<<"$pmixmaps" &&
+   grep -q '^/opt/flux/lib/system/pmix2/lib/pmix/pmix_mca_' <<<"$pmixmaps" &&
+   ! grep -qv '^/opt/flux/' <<<"$pmixmaps"; then
+  ok "job shell maps the view's libpmix and $(grep -c pmix_mca_ <<<"$pmixmaps") of its plugins"
+else
+  fail "job shell's PMIx objects: $(xargs <<<"$pmixmaps")"
+fi
 maps=$(section maps)
 outside=$(grep -v '^/opt/flux/' <<<"$maps" || true)
 if [[ -n $maps && -z $outside ]]; then
