@@ -113,8 +113,44 @@ class ViewTest : public DriverTest {
                                 : "binding view volumes with open_tree"),
               std::string::npos)
         << log();
+    ASSERT_NO_FATAL_FAILURE(ExpectSealedThere(kubelet, target));
+    status = Unpublish();
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_TRUE(kubelet.MountsUnder(target).empty())
+        << "the unmount did not reach kubelet's namespace";
+  }
+
+  // Certs are served and views are not: a cert publishes, a view publish
+  // is FAILED_PRECONDITION naming the view and `cause` and leaves nothing,
+  // and the cert unpublishes.
+  void ExpectCertsServedButNotViews(const std::string& cause) {
+    KubeletPod cert_pod = pod_;
+    cert_pod.volume_name = "curve";
+    KubeletPrepareParent(cert_pod);
+    auto status = client_->Publish(
+        KubeletPublishRequest(cert_pod, {{"minicluster", "lammps"}}));
+    ASSERT_TRUE(status.ok()) << status.error_message() << log();
+    status = PublishView();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << status.error_message();
+    const std::string& message = status.error_message();
+    EXPECT_NE(message.find(std::string("view ") + kView), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(cause), std::string::npos) << message;
+    EXPECT_FALSE(PathExists(KubeletTargetPath(pod_)));
+    status = client_->Unpublish(KubeletVolumeId(cert_pod),
+                                KubeletTargetPath(cert_pod));
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_FALSE(PathExists(KubeletTargetPath(cert_pod)));
+  }
+
+  // One bind at `target` in `kubelet`'s namespace: ro, nosuid, nodev, and
+  // root cannot create a file through it there.
+  static void ExpectSealedThere(const PeerMountNamespace& kubelet,
+                                const std::string& target) {
     const std::vector<MountEntry> there = kubelet.MountsUnder(target);
-    ASSERT_EQ(there.size(), 1u) << "the bind did not reach kubelet's namespace";
+    ASSERT_EQ(there.size(), 1u)
+        << "not one bind at the target in kubelet's namespace";
     for (const char* flag : {"ro", "nosuid", "nodev"}) {
       EXPECT_TRUE(HasToken(there[0].options, flag))
           << flag << " not in kubelet's " << there[0].options;
@@ -125,10 +161,6 @@ class ViewTest : public DriverTest {
     EXPECT_EQ(fd, -1) << "root wrote into the view in kubelet's namespace";
     EXPECT_EQ(errno, EROFS) << strerror(errno);
     if (fd >= 0) close(fd);
-    status = Unpublish();
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_TRUE(kubelet.MountsUnder(target).empty())
-        << "the unmount did not reach kubelet's namespace";
   }
 
   // One bind of the node's copy at `target`: ro, nosuid, nodev, the same
@@ -285,17 +317,7 @@ TEST_F(ViewTest, AnUnsealedBindIsBoundAgainSealedInKubeletsNamespace) {
   const auto status = PublishView();
   ASSERT_TRUE(status.ok()) << status.error_message() << log();
   ASSERT_NO_FATAL_FAILURE(ExpectViewBound(target));
-  const std::vector<MountEntry> there = kubelet.MountsUnder(target);
-  ASSERT_EQ(there.size(), 1u) << "kubelet's namespace has a stack";
-  for (const char* flag : {"ro", "nosuid", "nodev"}) {
-    EXPECT_TRUE(HasToken(there[0].options, flag))
-        << flag << " not in kubelet's " << there[0].options;
-  }
-  errno = 0;
-  const int fd = open(kubelet.Path(target + "/intruder").c_str(),
-                      O_WRONLY | O_CREAT, 0600);
-  EXPECT_EQ(fd, -1) << "root wrote into the view in kubelet's namespace";
-  if (fd >= 0) close(fd);
+  ASSERT_NO_FATAL_FAILURE(ExpectSealedThere(kubelet, target));
   ASSERT_TRUE(Unpublish().ok());
   EXPECT_TRUE(kubelet.MountsUnder(target).empty());
 }
@@ -415,29 +437,8 @@ class UninstallableViewTest : public ViewTest {
 };
 
 TEST_F(UninstallableViewTest, CertsAreServedAndAViewPublishNamesTheCause) {
-  KubeletPod cert_pod = pod_;
-  cert_pod.volume_name = "curve";
-  KubeletPrepareParent(cert_pod);
-  auto status = client_->Publish(
-      KubeletPublishRequest(cert_pod, {{"minicluster", "lammps"}}));
-  ASSERT_TRUE(status.ok()) << status.error_message() << log();
-
-  status = PublishView();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
-      << status.error_message();
-  const std::string& message = status.error_message();
-  EXPECT_NE(message.find(std::string("view ") + kView), std::string::npos)
-      << message;
-  EXPECT_NE(message.find("cannot create --view-store-dir " + store_),
-            std::string::npos)
-      << message;
-  EXPECT_FALSE(PathExists(KubeletTargetPath(pod_)));
+  ExpectCertsServedButNotViews("cannot create --view-store-dir " + store_);
   EXPECT_NE(log().find("Flux views unavailable"), std::string::npos) << log();
-
-  status = client_->Unpublish(KubeletVolumeId(cert_pod),
-                              KubeletTargetPath(cert_pod));
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_FALSE(PathExists(KubeletTargetPath(cert_pod)));
 }
 
 // Another driver holds the store's lock (stuck installing on a hung disk):
@@ -457,22 +458,7 @@ class LockedViewStoreTest : public ViewTest {
 };
 
 TEST_F(LockedViewStoreTest, CertsAreServedAndViewsNameTheLocksHolder) {
-  KubeletPod cert_pod = pod_;
-  cert_pod.volume_name = "curve";
-  KubeletPrepareParent(cert_pod);
-  auto status = client_->Publish(
-      KubeletPublishRequest(cert_pod, {{"minicluster", "lammps"}}));
-  ASSERT_TRUE(status.ok()) << status.error_message() << log();
-  status = PublishView();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
-      << status.error_message();
-  EXPECT_NE(status.error_message().find("pid " + std::to_string(getpid())),
-            std::string::npos)
-      << status.error_message();
-  EXPECT_FALSE(PathExists(KubeletTargetPath(pod_)));
-  ASSERT_TRUE(
-      client_->Unpublish(KubeletVolumeId(cert_pod), KubeletTargetPath(cert_pod))
-          .ok());
+  ExpectCertsServedButNotViews("pid " + std::to_string(getpid()));
 }
 
 // The image's view does not match its own manifest (a damaged layer, a file
