@@ -357,18 +357,14 @@ BrokerResources BrokerResourcesOf(const json& resources) {
   BrokerResources r;
   const json& limits = kube::FieldAt(resources, "limits");
   const json& requests = kube::FieldAt(resources, "requests");
+  const json& cpu =
+      limits.contains("cpu") ? limits["cpu"] : kube::FieldAt(requests, "cpu");
   // Whole cores, rounded up: a request of 1500m is 2 Flux cores (at least
-  // one), as a job's tasks may use 1.5 CPUs of them. A request above the
-  // limit (which the API server refuses) counts as the limit.
-  constexpr int64_t kMaxMillis = int64_t{kMaxBrokerCores} * 1000;
-  const json& request = kube::FieldAt(requests, "cpu");
-  const json& limit = kube::FieldAt(limits, "cpu");
-  int64_t millis = request.is_null() ? 0 : ScaledCount(request, 3, kMaxMillis);
-  if (!limit.is_null()) {
-    const int64_t most = ScaledCount(limit, 3, kMaxMillis);
-    millis = request.is_null() ? most : std::min(millis, most);
+  // one), as a job's tasks may use 1.5 CPUs of them.
+  if (!cpu.is_null()) {
+    const int64_t millis = ScaledCount(cpu, 3, int64_t{kMaxBrokerCores} * 1000);
+    r.cores = static_cast<int>((millis + 999) / 1000);
   }
-  r.cores = static_cast<int>((millis + 999) / 1000);
   for (const char* gpu : kGpuResources) {
     const json& count = kube::FieldAt(limits, gpu);
     if (count.is_null()) continue;

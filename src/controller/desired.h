@@ -109,11 +109,11 @@ std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
 
 // A broker's share as Flux sees it: whole cores from the container's CPU
-// request (rounded up; at most its limit), else its limit, and GPUs from the
-// extended resources that name them, each a Kubernetes quantity in any form
-// (quantity.h). The request, not a higher limit: it is what the node
-// guarantees and what Kueue's quota counts. cores 0: no CPU given, hwloc's
-// view stays.
+// limit, else its request (rounded up), and GPUs from the extended
+// resources that name them, each a Kubernetes quantity in any form
+// (quantity.h). The limit: what the broker's tasks may use, where a lower
+// request only sets what the node guarantees (a small node's MiniClusters
+// oversubscribe so). cores 0: no CPU given, hwloc's view stays.
 // The most cores or GPUs one broker is given: about what the largest nodes
 // have (768 CPUs, 16 GPUs), since Fluxion on rank 0 models each one of
 // every rank. The spec refuses a larger quantity (minicluster.h);

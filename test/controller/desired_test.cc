@@ -524,9 +524,9 @@ TEST(DesiredOptions, ClusterDomainMustBeADnsSubdomain) {
   }
 }
 
-// Cores from the CPU request, else the limit, rounded up to whole cores;
+// Cores from the CPU limit, else the request, rounded up to whole cores;
 // GPUs from the extended resources that name them.
-TEST(BrokerResourcesOf, WholeCoresFromTheRequestElseTheLimitAndGpus) {
+TEST(BrokerResourcesOf, WholeCoresFromTheLimitElseTheRequestAndGpus) {
   auto cores = [](const json& resources) {
     return BrokerResourcesOf(resources).cores;
   };
@@ -537,13 +537,12 @@ TEST(BrokerResourcesOf, WholeCoresFromTheRequestElseTheLimitAndGpus) {
   EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "100m"}})")), 1);
   EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "2"},
                                   "limits": {"cpu": "4"}})")),
-            2);
-  EXPECT_EQ(cores(json::parse(R"({"limits": {"cpu": "4"}})")), 4);
-  // A limit far above the request (schedulable: the request is what the
-  // scheduler counts) must not give Fluxion a vertex per limit core.
+            4);
+  // A limit past what a node has (schedulable: the scheduler counts the
+  // request) is clamped there; the spec check refuses it.
   EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": 1},
                                   "limits": {"cpu": 65536}})")),
-            1);
+            kMaxBrokerCores);
   EXPECT_EQ(cores(json::parse(R"({"limits": {"memory": "1Gi"}})")), 0);
   EXPECT_EQ(cores(json::parse(R"({"requests": {"cpu": "1.5m"}})")), 1);
   EXPECT_EQ(cores(json::object()), 0);

@@ -346,12 +346,15 @@ TEST(MiniClusterParse, BoundsFluxionsGraph) {
   object["spec"]["flux"]["scheduler"] = {{"simple", true}};
   EXPECT_TRUE(ParseMiniCluster(object).ok())
       << ParseMiniCluster(object).ErrorText();
-  // A limit far above the request is not what Flux models.
+  // Flux models the limit, whatever the request: the case the bound is for.
   object = MiniClusterObject();
   object["spec"]["size"] = 1024;
   object["spec"]["resources"] = {{"requests", {{"cpu", 1}}},
                                  {"limits", {{"cpu", 1024}}}};
-  EXPECT_TRUE(ParseMiniCluster(object).ok());
+  r = ParseMiniCluster(object);
+  EXPECT_NE(r.ErrorText().find("1024 × 1024 = 1048576 is more than Fluxion"),
+            std::string::npos)
+      << r.ErrorText();
 }
 
 // Every quantity form the API server takes passes, however written.
