@@ -42,23 +42,6 @@ Action StatusAction(const MiniCluster& mc, json status) {
       kFieldManager, true};
 }
 
-// The MiniCluster to act on; nullopt when it is gone, being deleted (the
-// garbage collector cleans up) or not a MiniCluster at all.
-struct Parsed {
-  MiniCluster mc;
-  std::string errors;  // what is wrong with its spec; empty: valid
-};
-
-std::optional<Parsed> ParseObserved(const Observed& observed) {
-  if (observed.minicluster == nullptr ||
-      kube::ObjectMeta(*observed.minicluster).deleting()) {
-    return std::nullopt;
-  }
-  ParseResult parsed = ParseMiniCluster(*observed.minicluster);
-  if (!parsed.minicluster) return std::nullopt;
-  return Parsed{std::move(*parsed.minicluster), parsed.ErrorText()};
-}
-
 // A Job of the MiniCluster's name that it does not control: a user's, or
 // the previous MiniCluster of this name still being garbage-collected.
 bool JobInTheWay(const MiniCluster& mc, const json* job) {
@@ -85,7 +68,8 @@ json NameTakenStatus(const MiniCluster& mc, const std::string& kind,
   return status;
 }
 
-std::optional<Action> StatusStep(const Parsed& parsed, const Observed& observed,
+std::optional<Action> StatusStep(const ParsedMiniCluster& parsed,
+                                 const Observed& observed,
                                  const std::string& now, bool service_taken) {
   const MiniCluster& mc = parsed.mc;
   json status;
@@ -223,11 +207,26 @@ std::string ActionName(Action::Kind kind) {
   return "unknown";
 }
 
+std::optional<ParsedMiniCluster> ParseObserved(const Observed& observed) {
+  if (observed.minicluster == nullptr ||
+      kube::ObjectMeta(*observed.minicluster).deleting()) {
+    return std::nullopt;
+  }
+  ParseResult parsed = ParseMiniCluster(*observed.minicluster);
+  if (!parsed.minicluster) return std::nullopt;
+  return ParsedMiniCluster{std::move(*parsed.minicluster), parsed.ErrorText()};
+}
+
 std::vector<Action> PlanReconcile(const Observed& observed,
                                   const DesiredOptions& options,
                                   const std::string& now) {
+  return PlanReconcile(observed, ParseObserved(observed), options, now);
+}
+
+std::vector<Action> PlanReconcile(
+    const Observed& observed, const std::optional<ParsedMiniCluster>& parsed,
+    const DesiredOptions& options, const std::string& now) {
   std::vector<Action> actions;
-  const auto parsed = ParseObserved(observed);
   if (!parsed) return actions;
   const MiniCluster& mc = parsed->mc;
   // Brokers find each other through the Service: no Job while another's
@@ -254,7 +253,12 @@ std::vector<Action> PlanReconcile(const Observed& observed,
 
 std::optional<Action> PlanStatus(const Observed& observed,
                                  const std::string& now, bool service_taken) {
-  const auto parsed = ParseObserved(observed);
+  return PlanStatus(observed, ParseObserved(observed), now, service_taken);
+}
+
+std::optional<Action> PlanStatus(const Observed& observed,
+                                 const std::optional<ParsedMiniCluster>& parsed,
+                                 const std::string& now, bool service_taken) {
   if (!parsed) return std::nullopt;
   return StatusStep(*parsed, observed, now, service_taken);
 }

@@ -92,12 +92,29 @@ std::vector<Action> PlanReconcile(const Observed& observed,
                                   const DesiredOptions& options,
                                   const std::string& now);
 
+// The MiniCluster `observed` holds, parsed: what a reconcile plans from,
+// parsed once; nullopt when it is gone, being deleted (the garbage
+// collector cleans up) or not a MiniCluster at all.
+struct ParsedMiniCluster {
+  MiniCluster mc;
+  std::string errors;  // what is wrong with its spec; empty: valid
+};
+std::optional<ParsedMiniCluster> ParseObserved(const Observed& observed);
+// PlanReconcile and PlanStatus of what ParseObserved gave.
+std::vector<Action> PlanReconcile(
+    const Observed& observed, const std::optional<ParsedMiniCluster>& parsed,
+    const DesiredOptions& options, const std::string& now);
+
 // The status write alone that `observed` calls for (the last step of
 // PlanReconcile); nullopt when the MiniCluster already shows it. The
 // reconciler asks again when a create showed more than the caches did (the
 // created Job, a Job of that name in the way, or a Service of that name the
 // MiniCluster does not control: `service_taken`).
 std::optional<Action> PlanStatus(const Observed& observed,
+                                 const std::string& now,
+                                 bool service_taken = false);
+std::optional<Action> PlanStatus(const Observed& observed,
+                                 const std::optional<ParsedMiniCluster>& parsed,
                                  const std::string& now,
                                  bool service_taken = false);
 

@@ -170,31 +170,22 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   if (options_.multikueue_worker) WarnIfCopiedJobHere(key, *snapshot);
   const auto clock_now = std::chrono::system_clock::now();
   const std::string now = kube::FormatTime(clock_now);
-  const auto plan = PlanReconcile(snapshot->View(), options_, now);
-  ReconcileResult result = Execute(key, *snapshot, plan, now);
-  if (result.retry()) return result;
+  const std::optional<ParsedMiniCluster> parsed =
+      ParseObserved(snapshot->View());
+  const auto plan = PlanReconcile(snapshot->View(), parsed, options_, now);
+  ReconcileResult result = Execute(key, *snapshot, parsed, plan, now);
+  if (result.retry() || !parsed) return result;
   const bool status_written =
       !plan.empty() && plan.back().kind == Action::Kind::kApplyStatus;
   return DeleteIfExpired(
-      key, *snapshot, status_written ? plan.back().body : snapshot->minicluster,
-      clock_now);
+      key, *snapshot, parsed->mc,
+      status_written ? plan.back().body : snapshot->minicluster, clock_now);
 }
 
 ReconcileResult Reconciler::DeleteIfExpired(
-    const std::string& key, const Snapshot& snapshot, const json& object,
-    std::chrono::system_clock::time_point now) {
-  // Most MiniClusters have no TTL, or have not finished: no parse for them.
-  if (!kube::FieldAt(snapshot.minicluster, "spec")
-           .contains("ttlSecondsAfterFinished")) {
-    return ReconcileResult::Done();
-  }
-  const std::string& state =
-      kube::StringAt(kube::FieldAt(object, "status"), "state");
-  if (state != "Succeeded" && state != "Failed") return ReconcileResult::Done();
-  const ParseResult parsed = ParseMiniCluster(snapshot.minicluster);
-  if (!parsed.minicluster.has_value() || !parsed.errors.empty())
-    return ReconcileResult::Done();
-  const MiniCluster& mc = *parsed.minicluster;
+    const std::string& key, const Snapshot& snapshot, const MiniCluster& mc,
+    const json& object, std::chrono::system_clock::time_point now) {
+  // A refused spec is Failed too: its TTL runs if it has a valid one.
   const auto left = TtlLeft(mc, object, now);
   if (!left.has_value()) return ReconcileResult::Done();
   if (*left > std::chrono::seconds(0)) {
@@ -280,10 +271,10 @@ void Reconciler::WarnCopiedJob(const std::string& key, const json& job,
   events_->Record(regarding, event);
 }
 
-ReconcileResult Reconciler::Execute(const std::string& key,
-                                    const Snapshot& snapshot,
-                                    const std::vector<Action>& plan,
-                                    const std::string& now) {
+ReconcileResult Reconciler::Execute(
+    const std::string& key, const Snapshot& snapshot,
+    const std::optional<ParsedMiniCluster>& parsed,
+    const std::vector<Action>& plan, const std::string& now) {
   ReconcileResult result;
   const Action* planned_status = nullptr;  // the plan's last step, if any
   // Set by the create step: the Job the caches did not have yet.
@@ -313,7 +304,7 @@ ReconcileResult Reconciler::Execute(const std::string& key,
     }
   }
   if (service_taken) {
-    if (auto status = PlanStatus(snapshot.View(), now, true)) {
+    if (auto status = PlanStatus(snapshot.View(), parsed, now, true)) {
       result.Merge(ApplyStatus(key, snapshot.minicluster, *status));
     }
     return result;
@@ -329,7 +320,7 @@ ReconcileResult Reconciler::Execute(const std::string& key,
   // now is (created, or another's in the way) saves that write.
   Observed with_job = snapshot.View();
   with_job.job = &*job_after_create;
-  if (auto status = PlanStatus(with_job, now))
+  if (auto status = PlanStatus(with_job, parsed, now))
     result.Merge(ApplyStatus(key, snapshot.minicluster, *status));
   return result;
 }

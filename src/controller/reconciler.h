@@ -126,13 +126,15 @@ class Reconciler {
       const nlohmann::json& cached);
   std::optional<nlohmann::json> WorkloadOf(const nlohmann::json& job) const;
   ReconcileResult Execute(const std::string& key, const Snapshot& snapshot,
+                          const std::optional<ParsedMiniCluster>& parsed,
                           const std::vector<Action>& plan,
                           const std::string& now);
-  // spec.ttlSecondsAfterFinished: deletes the MiniCluster once its TTL ran
-  // out, else says when to look again. `object` holds the status it has
-  // after `plan` (the plan's status write, or the cached MiniCluster).
+  // spec.ttlSecondsAfterFinished of `mc`: deletes the MiniCluster once its
+  // TTL ran out, else says when to look again. `object` holds the status it
+  // has after the plan (the plan's status write, or the cached MiniCluster).
   ReconcileResult DeleteIfExpired(const std::string& key,
                                   const Snapshot& snapshot,
+                                  const MiniCluster& mc,
                                   const nlohmann::json& object,
                                   std::chrono::system_clock::time_point now);
   // What creating an object came to. After a 409 the object of that name

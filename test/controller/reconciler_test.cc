@@ -747,6 +747,20 @@ TEST(Reconciler, WithoutATtlAFinishedMiniClusterStays) {
   EXPECT_FALSE(f.result.after.has_value());
 }
 
+// A refused spec is Failed too: its TTL runs as any finished one's.
+TEST(Reconciler, AnInvalidSpecWhoseTtlRanOutIsDeleted) {
+  Fixture f;
+  json mc = MiniClusterObject();
+  mc["spec"]["size"] = "four";
+  mc["spec"]["ttlSecondsAfterFinished"] = 0;
+  f.miniclusters.Upsert(mc);
+  EXPECT_FALSE(f.reconciler.Reconcile("science/demo").retry());
+  std::vector<std::string> verbs;
+  for (const auto& c : f.api.calls) verbs.push_back(c.verb);
+  ASSERT_EQ(verbs, (std::vector<std::string>{"apply", "delete"}));
+  EXPECT_EQ(f.api.calls[0].body["status"]["state"], "Failed");
+}
+
 TEST(Reconciler, AFailedDeleteIsRetriedAGoneOrReplacedOneIsNot) {
   EXPECT_EQ(Finished(0, 500).result.reason, RetryReason::kWriteFailed);
   EXPECT_FALSE(Finished(0, 404).result.retry());
