@@ -1,7 +1,8 @@
 #include "controller/broker_config.h"
 
 #include "common/volume_contract.h"
-#include "controller/desired.h"
+#include "controller/broker_grant.h"
+#include "controller/object_names.h"
 
 namespace fcc::controller {
 namespace {

@@ -5,11 +5,10 @@
 
 #include <string>
 
+#include "controller/desired_options.h"
 #include "controller/minicluster.h"
 
 namespace fcc::controller {
-
-struct DesiredOptions;
 
 // broker.toml: [bootstrap] with curve_cert on the CSI mount, the hosts and
 // how brokers reach each other through the headless Service; [resource]

@@ -240,31 +240,6 @@ std::string ReadyFile(const DesiredOptions& opts) {
   return opts.run_mount_path + "/flux-broker-ready";
 }
 
-std::expected<void, std::string> CheckDesiredOptions(
-    const DesiredOptions& opts) {
-  if (!common::IsDns1123Subdomain(opts.cluster_domain)) {
-    return std::unexpected(
-        "--cluster-domain must be the cluster's DNS domain, a DNS-1123 "
-        "subdomain (lowercase a-z 0-9 '-' '.', e.g. cluster.local); set it to "
-        "kubelet's --cluster-domain");
-  }
-  if (opts.flux_view.size() > 63 ||
-      !common::IsDns1123Subdomain(opts.flux_view)) {
-    return std::unexpected(
-        "--flux-view must name a Flux view the node driver serves, e.g. " +
-        std::string(kDefaultFluxView) +
-        " (lowercase a-z 0-9 '-' '.', at most 63 characters)");
-  }
-  if (!opts.key_id.empty() && !common::IsDns1123Label(opts.key_id)) {
-    return std::unexpected(
-        "--key-id must be a master key id: a DNS-1123 label (a-z 0-9 '-', at "
-        "most 63 characters), the name of <id>.key in the driver's "
-        "flux-curve-csi-master-key Secret; leave it empty for the default "
-        "key");
-  }
-  return {};
-}
-
 namespace {
 
 // The Job's pod template volume `name`, or null.
@@ -317,15 +292,6 @@ std::string FluxLocalUri(const DesiredOptions& opts) {
   return "local://" + FluxRunDir(opts) + "/local";
 }
 
-std::string ServiceName(const MiniCluster& mc) { return mc.name; }
-std::string JobName(const MiniCluster& mc) { return mc.name; }
-
-std::string BrokerHostlist(const MiniCluster& mc) {
-  const std::string job = JobName(mc);
-  if (mc.spec.size <= 1) return job + "-0";
-  return job + "-[0-" + std::to_string(mc.spec.size - 1) + "]";
-}
-
 json OwnerReference(const MiniCluster& mc) {
   return json{{"apiVersion", kApiVersion}, {"kind", kKind},
               {"name", mc.name},           {"uid", mc.uid},
@@ -337,41 +303,6 @@ json CommonLabels(const MiniCluster& mc) {
               {kAppInstanceLabel, mc.name},
               {kManagedByLabel, kManagedByValue},
               {kNameLabel, mc.name}};
-}
-
-namespace {
-
-// A quantity as a count of `scale`-ths, rounded up (3: CPU millicores, 0:
-// GPUs); 0 for one that is not a quantity or negative, `max` for one
-// larger. The spec check (minicluster.cc) refuses those; a Job made before
-// it existed could still hold one.
-int64_t ScaledCount(const json& value, int scale, int64_t max) {
-  const auto quantity = ParseJsonQuantity(value);
-  if (!quantity || quantity->negative) return 0;
-  return ScaledValueAtMost(*quantity, scale, max).value_or(max);
-}
-
-}  // namespace
-
-BrokerResources BrokerResourcesOf(const json& resources) {
-  BrokerResources r;
-  const json& limits = kube::FieldAt(resources, "limits");
-  const json& requests = kube::FieldAt(resources, "requests");
-  const json& cpu =
-      limits.contains("cpu") ? limits["cpu"] : kube::FieldAt(requests, "cpu");
-  // Whole cores, rounded up: a request of 1500m is 2 Flux cores (at least
-  // one), as a job's tasks may use 1.5 CPUs of them.
-  if (!cpu.is_null()) {
-    const int64_t millis = ScaledCount(cpu, 3, int64_t{kMaxBrokerCores} * 1000);
-    r.cores = static_cast<int>((millis + 999) / 1000);
-  }
-  for (const char* gpu : kGpuResources) {
-    const json& count = kube::FieldAt(limits, gpu);
-    if (count.is_null()) continue;
-    r.gpus += static_cast<int>(ScaledCount(count, 0, kMaxBrokerGpus));
-  }
-  r.gpus = std::min(r.gpus, kMaxBrokerGpus);
-  return r;
 }
 
 namespace {

@@ -11,13 +11,15 @@
 
 #include "common/volume_contract.h"
 #include "controller/broker_config.h"
+#include "controller/broker_grant.h"
+#include "controller/desired_options.h"
 #include "controller/minicluster.h"
+#include "controller/object_names.h"
 
 namespace fcc::controller {
 
 inline constexpr char kManagedByValue[] = "minicluster-controller";
 inline constexpr char kBrokerContainerName[] = "flux-broker";
-inline constexpr char kDefaultFluxView[] = "flux-core-0.88.0";
 // Inside a view: the shell the start script runs with (the view's own, so
 // the image needs none).
 inline constexpr char kViewShell[] = "/opt/flux/libexec/flux-view/sh";
@@ -43,37 +45,6 @@ inline constexpr int kAdmittedWaitSeconds = 60;
 // mount), or "".
 std::string StateClaimOfJob(const nlohmann::json& job);
 
-// Settings of the whole controller (flags), not of one MiniCluster.
-struct DesiredOptions {
-  std::string cluster_domain = "cluster.local";
-  // Where the CSI volume (and so curve.cert) is mounted in every pod.
-  std::string curve_mount_path{common::kCertMountPath};
-  // A writable emptyDir the start script writes the broker config into.
-  std::string config_mount_path = kConfigMountPath;
-  // A writable emptyDir over /run. The start script makes run/flux in it as
-  // the broker's user (flux-core refuses a socket directory its instance
-  // owner does not own) and the broker listens on run/flux/local: where the
-  // flux CLI looks with no FLUX_URI at all (the system instance's default),
-  // so `kubectl exec POD -- flux ...` just works.
-  std::string run_mount_path = kRunMountPath;
-  // The Flux view of MiniClusters that name none (--flux-view), stamped
-  // into each Job when it is created, like the key id.
-  std::string flux_view = kDefaultFluxView;
-  // The master key new MiniClusters' certs come from (--key-id), stamped
-  // into each Job as volumeAttributes.key-id when it is created; empty: no
-  // attribute, the driver's default key. A Job keeps its key for life.
-  std::string key_id;
-  // --multikueue-worker: make the Service and NetworkPolicy of the Jobs
-  // that Kueue's MultiKueue copies here from a manager (copied_job.h).
-  bool multikueue_worker = false;
-};
-
-// Checks options that reach every broker's start script and config: the
-// error names the flag and the fix (a --cluster-domain with a newline or a
-// quote would run as a shell line in every tenant's pod).
-std::expected<void, std::string> CheckDesiredOptions(
-    const DesiredOptions& opts);
-
 // local:///run/flux/local: the broker's local URI, also set as FLUX_URI in
 // every container (and so in `kubectl exec` and exec probes).
 std::string FluxLocalUri(const DesiredOptions& opts);
@@ -82,13 +53,6 @@ std::string FluxRunDir(const DesiredOptions& opts);
 // /run/flux-broker-ready: the readiness probe's last verdict (beside the
 // run dir, which the broker makes).
 std::string ReadyFile(const DesiredOptions& opts);
-
-std::string ServiceName(const MiniCluster& mc);
-std::string JobName(const MiniCluster& mc);
-
-// The hostlist of all brokers, e.g. "demo-[0-3]" (pods of an Indexed Job
-// are named <job>-<index> by the Job controller).
-std::string BrokerHostlist(const MiniCluster& mc);
 
 // The ownerReference every object made for `mc` carries, so the garbage
 // collector deletes it with the MiniCluster.
@@ -107,27 +71,6 @@ std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);
 // The same for every index; Flux picks the rank from the hostname.
 // spec.command arrives as "$@", never through the shell parser.
 std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts);
-
-// A broker's share as Flux sees it: whole cores from the container's CPU
-// limit, else its request (rounded up), and GPUs from the extended
-// resources that name them, each a Kubernetes quantity in any form
-// (quantity.h). The limit: what the broker's tasks may use, where a lower
-// request only sets what the node guarantees (a small node's MiniClusters
-// oversubscribe so). cores 0: no CPU given, hwloc's view stays.
-// The most cores or GPUs one broker is given: about what the largest nodes
-// have (768 CPUs, 16 GPUs), since Fluxion on rank 0 models each one of
-// every rank. The spec refuses a larger quantity (minicluster.h);
-// BrokerResourcesOf clamps to it.
-inline constexpr int kMaxBrokerCores = 1024;
-inline constexpr int kMaxBrokerGpus = 64;
-// The extended resources that name GPUs.
-inline constexpr std::array<const char*, 2> kGpuResources = {"nvidia.com/gpu",
-                                                             "amd.com/gpu"};
-struct BrokerResources {
-  int cores = 0;
-  int gpus = 0;
-};
-BrokerResources BrokerResourcesOf(const nlohmann::json& resources);
 
 // What each of a Job's brokers gives Flux (status.fluxResources):
 // {"source": "pod", "cores": N, "gpus": M} from the broker container's

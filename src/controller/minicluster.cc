@@ -12,7 +12,7 @@
 #include "common/path.h"
 #include "common/text.h"
 #include "common/volume_contract.h"
-#include "controller/desired.h"
+#include "controller/broker_grant.h"
 #include "controller/quantity.h"
 #include "kube/object_meta.h"
 

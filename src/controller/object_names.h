@@ -1,0 +1,18 @@
+// The names of a MiniCluster's objects and of its brokers' hosts. Pure;
+// below both the broker config and the objects that use them.
+#pragma once
+
+#include <string>
+
+#include "controller/minicluster.h"
+
+namespace fcc::controller {
+
+std::string ServiceName(const MiniCluster& mc);
+std::string JobName(const MiniCluster& mc);
+
+// The hostlist of all brokers, e.g. "demo-[0-3]" (pods of an Indexed Job
+// are named <job>-<index> by the Job controller).
+std::string BrokerHostlist(const MiniCluster& mc);
+
+}  // namespace fcc::controller
