@@ -1,7 +1,7 @@
 # Sourced by the scripts that build a Go tool from a pinned tools module
-# (build-controlplane, build-kueue, build-coredns, install-helm), and by
-# align-tools-module for its Go: one scheme for all of them, so that a
-# change to it reaches every tool.
+# (build-controlplane, build-kueue, build-coredns, build-helm,
+# build-csi-sanity), and by align-tools-module for its Go: one scheme for all
+# of them, so that a change to it reaches every tool.
 #
 # The sourcing script sets `me` (its name, for messages) and `tools` (its
 # tools module's dir), and marks its build recipe with `# BEGIN RECIPE` and

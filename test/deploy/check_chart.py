@@ -8,7 +8,7 @@ what deploy/multikueue/manager and deploy/multikueue/worker do. Every
 difference is listed, by object and field.
 
 usage: check_chart.py INSTALL_HELM INSTALL_KUSTOMIZE CHART_DIR DEPLOY_DIR
-(INSTALL_*: scripts/install-helm and scripts/install-kustomize, which print
+(INSTALL_*: scripts/build-helm and scripts/build-kustomize, which print
 the path of the tool, building it once)
 """
 

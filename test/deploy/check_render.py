@@ -9,7 +9,7 @@ MultiKueue variants (deploy/multikueue/) are deploy/'s render with only
 their own changes.
 
 usage: check_render.py INSTALL_KUSTOMIZE DEPLOY_DIR DRIVER_BINARY
-(INSTALL_KUSTOMIZE: scripts/install-kustomize, which prints its path)
+(INSTALL_KUSTOMIZE: scripts/build-kustomize, which prints its path)
 """
 
 import copy

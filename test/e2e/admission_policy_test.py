@@ -1332,7 +1332,7 @@ FLUX_OPERATOR_CRD = {
 def default_install_policies():
     """The admission policies as `kubectl apply -k deploy/` installs them."""
     import yaml  # python3-yaml
-    kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
+    kustomize = subprocess.run([os.path.join(REPO, "scripts", "build-kustomize")],
                                capture_output=True, text=True, check=True).stdout.strip()
     out = subprocess.run([kustomize, "build", os.path.join(REPO, "deploy")], capture_output=True,
                          text=True, check=True).stdout
@@ -1354,7 +1354,7 @@ def pinned_install_policies(work, uid):
         text = f.read()
     with open(component, "w") as f:
         f.write(text.replace('value: "\'\'"', f'value: "\'{uid}\'"'))
-    kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
+    kustomize = subprocess.run([os.path.join(REPO, "scripts", "build-kustomize")],
                                capture_output=True, text=True, check=True).stdout.strip()
     out = subprocess.run([kustomize, "build", copy_dir], capture_output=True, text=True,
                          check=True).stdout

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A Helm role switch and uninstall never delete the master key (issue 42,
-item 2), with the real helm (scripts/install-helm) against the real API
+item 2), with the real helm (scripts/build-helm) against the real API
 server (scripts/controlplane; no node, so the DaemonSet has no pods).
 
 Installed with the defaults (namespaces.create=true), a release owns the
@@ -12,7 +12,7 @@ there, naming what to do; once the DaemonSet is deleted by hand, as the
 message says, the switch goes through and the Namespace and Secret stay
 (helm.sh/resource-policy: keep); `helm uninstall` leaves them too.
 
-  test/e2e/helm_role_switch_test.py   (FCC_HELM: helm; default scripts/install-helm)
+  test/e2e/helm_role_switch_test.py   (FCC_HELM: helm; default scripts/build-helm)
 """
 
 import os
@@ -31,7 +31,7 @@ RELEASE = "fcc"
 def helm_binary():
     helm = os.environ.get("FCC_HELM")
     if not helm:
-        helm = subprocess.run([os.path.join(REPO, "scripts", "install-helm")],
+        helm = subprocess.run([os.path.join(REPO, "scripts", "build-helm")],
                               capture_output=True, text=True, check=True).stdout.strip()
     return helm
 

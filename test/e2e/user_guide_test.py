@@ -174,7 +174,7 @@ def setup(work):
 
 
 def environment(work, user, groups):
-    helm = subprocess.run([os.path.join(REPO, "scripts", "install-helm")], capture_output=True,
+    helm = subprocess.run([os.path.join(REPO, "scripts", "build-helm")], capture_output=True,
                           text=True, check=True).stdout.strip()
     kubectl_bin = subprocess.run(["bash", "-c", "command -v kubectl"], capture_output=True,
                                  text=True, check=True).stdout.strip()

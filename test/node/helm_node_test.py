@@ -34,7 +34,7 @@ RELEASE = "flux-curve-csi"
 
 @functools.cache
 def helm_binary():
-    return subprocess.run([os.path.join(REPO, "scripts", "install-helm")], capture_output=True,
+    return subprocess.run([os.path.join(REPO, "scripts", "build-helm")], capture_output=True,
                           text=True, check=True).stdout.strip()
 
 

@@ -259,7 +259,7 @@ def install(work, without_admission_policy=False, overlay=None):
     top = os.path.join(work, "deploy")
     shutil.copytree(os.path.join(REPO, "deploy"), top)
     deploy = os.path.join(top, overlay) if overlay else top
-    kustomize = subprocess.run([os.path.join(REPO, "scripts", "install-kustomize")],
+    kustomize = subprocess.run([os.path.join(REPO, "scripts", "build-kustomize")],
                                capture_output=True, text=True, check=True).stdout.strip()
     subprocess.run([kustomize, "edit", "set", "image", f"flux-curve-csi={driver_image()}"],
                    cwd=os.path.join(top, "components", "image"), check=True)

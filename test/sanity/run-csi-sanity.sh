@@ -14,7 +14,7 @@ if [[ $self_ns == "$(readlink /proc/1/ns/mnt)" ]]; then
   exit 1
 fi
 
-sanity=$("$repo/scripts/install-csi-sanity")
+sanity=$("$repo/scripts/build-csi-sanity")
 
 root=$(mktemp -d /tmp/fcc-sanity-XXXXXX)
 mount -t tmpfs -o size=16m,mode=0700 fcc-sanity "$root"
@@ -51,9 +51,9 @@ if ((rc != 0 || failed != 0)); then
 fi
 # Exactly the specs this node-only driver runs under csi-sanity v5.6.0 with
 # skip-list.txt: the Identity and Node specs, 10 of the 103. A skip-list
-# edit that skips one more, or a csi-sanity upgrade (scripts/
-# install-csi-sanity pins the version), must change these numbers too.
-[[ $sanity == */csi-sanity-v5.6.0/csi-sanity ]] ||
+# edit that skips one more, or a csi-sanity upgrade (test/sanity/tools
+# pins the version), must change these numbers too.
+[[ $sanity == */csi-sanity/v5.6.0-*/csi-sanity ]] ||
   { echo "run-csi-sanity: the expected counts are csi-sanity v5.6.0's, not $sanity's" >&2; exit 1; }
 summary=$(grep -oE 'Ran [0-9]+ of [0-9]+ Specs' "$root/sanity.log" || true)
 if [[ $summary != "Ran 10 of 103 Specs" ]] || ((passed != 10)); then

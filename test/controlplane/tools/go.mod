@@ -1,7 +1,7 @@
 // Tools module for the test control plane (issue 5): pins the Kubernetes
 // release whose kube-apiserver, kube-controller-manager and kubectl the
 // harness builds, the etcd server that release is tested with, and the
-// kustomize its kubectl embeds (scripts/install-kustomize).
+// kustomize its kubectl embeds (scripts/build-kustomize).
 // k8s.io/kubernetes is not meant to be used as a library: its staging
 // modules are required at v0.0.0 and must be replaced with the published
 // v0.N.M that match the release (see scripts/build-controlplane).

@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools records the main packages scripts/build-controlplane and
-// scripts/install-kustomize build, so that `go mod tidy` keeps their
+// scripts/build-kustomize build, so that `go mod tidy` keeps their
 // dependencies in go.mod/go.sum.
 package tools
 

@@ -1,8 +1,8 @@
 // Tools module for the helm the tests render and install the chart with
-// (scripts/install-helm): the helm v3 release built on the control plane's
+// (scripts/build-helm): the helm v3 release built on the control plane's
 // Kubernetes minor, every module it shares with the control plane's build
 // pinned to the control plane's version (scripts/align-tools-module).
-module flux-curve-csi/test/helm/tools
+module flux-curve-csi/test/deploy/tools
 
 go 1.26.0
 

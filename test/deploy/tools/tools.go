@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools records the helm that scripts/install-helm builds, so that
+// Package tools records the helm that scripts/build-helm builds, so that
 // `go mod tidy` keeps its dependencies in go.mod/go.sum.
 package tools
 
