@@ -12,7 +12,7 @@
 #include "csi.grpc.pb.h"
 #include "driver/publisher.h"
 #include "driver/rpc.h"
-#include "driver/view_publisher.h"
+#include "driver/view/publisher.h"
 #include "driver/volume_request.h"
 
 namespace fcc::driver {

@@ -24,8 +24,8 @@
 #include "driver/metrics.h"
 #include "driver/node_service.h"
 #include "driver/registration_service.h"
-#include "driver/view_publisher.h"
-#include "driver/views.h"
+#include "driver/view/catalog.h"
+#include "driver/view/publisher.h"
 #include "driver/volume_count.h"
 
 namespace fcc::driver {

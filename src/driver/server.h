@@ -8,7 +8,7 @@
 
 #include "driver/host_fs.h"
 #include "driver/publisher.h"
-#include "driver/views.h"
+#include "driver/view/catalog.h"
 
 namespace fcc::driver {
 
@@ -27,8 +27,8 @@ struct ServeOptions {
   // The CSI socket's path on the host, as kubelet dials it.
   std::string kubelet_registration_path;
   // Flux views: the image's views (one directory each) and the node's copy
-  // of them that pods bind (views.h). An empty or missing views_dir serves
-  // none.
+  // of them that pods bind (view/catalog.h). An empty or missing views_dir
+  // serves none.
   std::string views_dir;
   std::string view_store_dir;
   // Where view binds are staged, sealed, on kernels without mount_setattr

@@ -64,7 +64,7 @@ inline std::string MakeTestView(const std::string& views_dir,
   return digest;
 }
 
-// The store's name for a copy (views.h, StoredViewName).
+// The store's name for a copy (view/catalog.h, StoredViewName).
 inline std::string StoredName(const std::string& name,
                               const std::string& digest) {
   return name + "@" + digest.substr(7, 16);

@@ -2,8 +2,6 @@
 // check-view's, the mount table is read as the kernel writes it, a verified
 // copy is trusted, a copy another driver serves stays, and a view that
 // cannot be installed costs only that view.
-#include "driver/view_store.h"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -13,7 +11,8 @@
 #include <filesystem>
 
 #include "common/unique_fd.h"
-#include "driver/views.h"
+#include "driver/view/catalog.h"
+#include "driver/view/store.h"
 #include "driver_process.h"
 #include "test_view.h"
 

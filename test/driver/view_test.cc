@@ -19,7 +19,7 @@
 
 #include "common/unique_fd.h"
 #include "csi_client.h"
-#include "driver/views.h"
+#include "driver/view/catalog.h"
 #include "driver_process.h"
 #include "driver_test_env.h"
 #include "mount_env.h"

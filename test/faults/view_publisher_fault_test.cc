@@ -7,7 +7,7 @@
 #include <cerrno>
 
 #include "csi_client.h"
-#include "driver/view_publisher.h"
+#include "driver/view/publisher.h"
 #include "driver/volume_count.h"
 #include "driver/volume_request.h"
 #include "fake_host_fs.h"

@@ -51,7 +51,7 @@ struct ViewFailure {
 
 // The views this driver serves, those it could not install, and every copy
 // in the store (older releases' too), whose mounts unpublish must still
-// recognise. Holds a shared lock on each served copy (view_store.h) for as
+// recognise. Holds a shared lock on each served copy (view/store.h) for as
 // long as it lives, so no other driver removes one.
 class ViewCatalog {
  public:
@@ -97,7 +97,7 @@ std::expected<std::string, std::string> CheckViewManifest(
 std::string StoredViewName(const std::string& name, const std::string& digest);
 
 // Reads every <source_dir>/<name>/ (a view and its manifest), installs each
-// in the store at `store_dir` (view_store.h: locked, verified against the
+// in the store at `store_dir` (view/store.h: locked, verified against the
 // manifest's digest, complete or not at all), removes the store's copies
 // that nothing serves or mounts, and returns what is served. A missing or
 // empty source_dir serves no views. A view that cannot be installed (the

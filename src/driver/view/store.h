@@ -1,5 +1,5 @@
-// The node's store of view copies (views.h), shared by every driver process
-// on the node (a rolling update's overlap, a double install):
+// The node's store of view copies (view/catalog.h), shared by every driver
+// process on the node (a rolling update's overlap, a double install):
 //
 //   <store>/.lock                      flock(2)ed by an installer
 //   <store>/<name>@<16 hex>/           a copy; its servers flock it shared

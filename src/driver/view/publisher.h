@@ -1,6 +1,6 @@
 // Publish and unpublish of view volumes: a read-only, nosuid, nodev bind of
-// the node's copy of a Flux view (views.h). Nothing is written and nothing
-// secret is involved; the mount table is the only state, as for certs.
+// the node's copy of a Flux view (view/catalog.h). Nothing is written and
+// nothing secret is involved; the mount table is the only state, as for certs.
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "driver/host_fs.h"
-#include "driver/views.h"
+#include "driver/view/catalog.h"
 #include "driver/volume_count.h"
 #include "driver/volume_locks.h"
 #include "driver/volume_request.h"

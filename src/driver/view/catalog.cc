@@ -1,4 +1,4 @@
-#include "driver/views.h"
+#include "driver/view/catalog.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include "common/file.h"
 #include "common/names.h"
 #include "common/volume_contract.h"
-#include "driver/view_store.h"
+#include "driver/view/store.h"
 
 namespace fcc::driver {
 namespace {

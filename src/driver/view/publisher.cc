@@ -1,4 +1,4 @@
-#include "driver/view_publisher.h"
+#include "driver/view/publisher.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "driver/view_store.h"
+#include "driver/view/store.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
