@@ -401,7 +401,8 @@ int Serve(const ServeOptions& options) {
   }
   spdlog::info("serving Flux views: {} (from {}, node copy in {})",
                views.ServedNames(), options.views_dir, options.view_store_dir);
-  ViewPublisher view_publisher(*host_fs, views, publisher.count(),
+  LinuxViewBinder view_binder;
+  ViewPublisher view_publisher(*host_fs, view_binder, views, publisher.count(),
                                {.api = ChooseViewBindApi(*host_fs, options),
                                 .staging_dir = options.view_staging_dir});
   if (auto adopted =

@@ -19,36 +19,8 @@ using grpc::Status;
 using grpc::StatusCode;
 
 constexpr mode_t kStagingDirMode = 0700;
-constexpr unsigned long kSealFlags = MS_RDONLY | MS_NOSUID | MS_NODEV;
 // More stacked binds than this at one target is not ours to fix by looping.
 constexpr int kMaxStackedMounts = 64;
-
-std::error_code Errno() { return {errno, std::generic_category()}; }
-
-// `dir` (made if missing) as a private mount of its own: binds made below it
-// propagate nowhere, wherever it is.
-std::error_code MakePrivateMount(HostFs& fs, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return ec;
-  if (fs.Inspect(dir) != PathKind::kMountRoot &&
-      mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-    return Errno();
-  }
-  if (mount(nullptr, dir.c_str(), nullptr, MS_PRIVATE, nullptr) != 0) {
-    return Errno();
-  }
-  return {};
-}
-
-// A remount: it changes this mount namespace's copy only.
-std::error_code SealBind(const std::string& target) {
-  if (mount(nullptr, target.c_str(), nullptr, MS_REMOUNT | MS_BIND | kSealFlags,
-            nullptr) != 0) {
-    return Errno();
-  }
-  return {};
-}
 
 }  // namespace
 
@@ -80,71 +52,9 @@ ViewBindApi DetectViewBindApi() {
   return ViewBindApi::kDetached;
 }
 
-std::error_code BindReadOnly(const std::string& source,
-                             const std::string& target) {
-  // A detached clone, sealed before it is attached: flags changed after the
-  // attach stay in this mount namespace, while the bind itself propagates
-  // to kubelet's (the pods directory is shared), which would hold it
-  // writable.
-  common::UniqueFd tree(
-      open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-  if (!tree) return Errno();
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  if (mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
-    return Errno();
-  }
-  // Without MOVE_MOUNT_T_SYMLINKS a symlink at `target` is not followed.
-  if (move_mount(tree.get(), "", AT_FDCWD, target.c_str(),
-                 MOVE_MOUNT_F_EMPTY_PATH) != 0) {
-    return Errno();
-  }
-  return {};
-}
-
-std::error_code StageSealedBind(const std::string& source,
-                                const std::string& staging) {
-  if (mount(source.c_str(), staging.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-    return Errno();
-  }
-  // Private before it is sealed: a bind of a shared mount joins its peer
-  // group, and binds made from a shared staging mount would too.
-  std::error_code ec;
-  if (mount(nullptr, staging.c_str(), nullptr, MS_PRIVATE, nullptr) != 0) {
-    ec = Errno();
-  } else {
-    ec = SealBind(staging);
-  }
-  if (ec) umount2(staging.c_str(), MNT_DETACH);
-  return ec;
-}
-
-std::error_code BindFromStaging(const std::string& staged,
-                                const std::string& target) {
-  if (mount(staged.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-    return Errno();
-  }
-  // The kernel copies the source mount's flags into a bind (and into every
-  // copy propagated from it); a bind without them is not left to a pod.
-  auto sealed = IsSealedBind(target);
-  if (!sealed || !*sealed) {
-    umount2(target.c_str(), MNT_DETACH);
-    return sealed ? std::make_error_code(std::errc::read_only_file_system)
-                  : sealed.error();
-  }
-  return {};
-}
-
-std::expected<bool, std::error_code> IsSealedBind(const std::string& path) {
-  struct statvfs st{};
-  if (statvfs(path.c_str(), &st) != 0) return std::unexpected(Errno());
-  const unsigned long want = ST_RDONLY | ST_NOSUID | ST_NODEV;
-  return (st.f_flag & want) == want;
-}
-
 bool ViewPublisher::HoldsView(const std::string& target) {
   if (fs_.Inspect(target) != PathKind::kMountRoot) return false;
-  auto id = IdentifyPath(target);
+  auto id = binder_.Identify(target);
   return id && views_.IsViewRoot(*id);
 }
 
@@ -185,7 +95,7 @@ Status ViewPublisher::CheckBound(const ViewPublishSpec& spec) {
   const std::string& target = spec.target_path;
   // Any stored copy of this view: after an upgrade that changed the view, a
   // running pod keeps the copy it was started with.
-  auto id = IdentifyPath(target);
+  auto id = binder_.Identify(target);
   std::optional<View> copy = id ? views_.CopyOf(spec.view, *id) : std::nullopt;
   if (!copy) {
     return Status(StatusCode::ALREADY_EXISTS,
@@ -195,7 +105,7 @@ Status ViewPublisher::CheckBound(const ViewPublishSpec& spec) {
   }
   // Counted already, unless an earlier process's bind was missed at start.
   count_.Adopt({{target, spec.pod_uid, VolumeKind::kView}});
-  auto sealed = IsSealedBind(target);
+  auto sealed = binder_.IsSealed(target);
   if (sealed && *sealed) return Status::OK;
   // Binds of this one in other namespaces (kubelet's, which containers are
   // bound from) are as unsealed, and a remount here would not reach them:
@@ -215,9 +125,9 @@ Status ViewPublisher::Bind(const ViewPublishSpec& spec, const View& view,
   const std::string& target = spec.target_path;
   std::error_code ec;
   if (options_.api == ViewBindApi::kDetached) {
-    ec = BindReadOnly(view.path, target);
+    ec = binder_.BindSealed(view.path, target);
   } else if (auto staged = StagedCopy(view); staged) {
-    ec = BindFromStaging(*staged, target);
+    ec = binder_.BindFromStaging(*staged, target);
   } else {
     ec = staged.error();
   }
@@ -241,7 +151,7 @@ std::expected<std::string, std::error_code> ViewPublisher::StagedCopy(
   std::lock_guard lock(staging_mu_);
   const std::string& dir = options_.staging_dir;
   if (!staging_private_) {
-    if (auto ec = MakePrivateMount(fs_, dir)) {
+    if (auto ec = binder_.MakePrivate(dir)) {
       spdlog::error("cannot make --view-staging-dir {} a private mount: {}",
                     dir, ec.message());
       return std::unexpected(ec);
@@ -255,8 +165,8 @@ std::expected<std::string, std::error_code> ViewPublisher::StagedCopy(
   for (int i = 0;
        i < kMaxStackedMounts && fs_.Inspect(staged) == PathKind::kMountRoot;
        ++i) {
-    auto id = IdentifyPath(staged);
-    auto sealed = IsSealedBind(staged);
+    auto id = binder_.Identify(staged);
+    auto sealed = binder_.IsSealed(staged);
     if (id && *id == view.root && sealed && *sealed) return staged;
     if (auto ec = fs_.Unmount(staged)) return std::unexpected(ec);
   }
@@ -264,7 +174,7 @@ std::expected<std::string, std::error_code> ViewPublisher::StagedCopy(
       ec && ec != std::errc::file_exists) {
     return std::unexpected(ec);
   }
-  if (auto ec = StageSealedBind(view.path, staged)) {
+  if (auto ec = binder_.StageSealed(view.path, staged)) {
     spdlog::error("cannot stage view {} at {}: {}", view.name, staged,
                   ec.message());
     return std::unexpected(ec);

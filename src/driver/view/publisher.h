@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "driver/host_fs.h"
+#include "driver/view/binder.h"
 #include "driver/view/catalog.h"
 #include "driver/volume_count.h"
 #include "driver/volume_locks.h"
@@ -46,9 +47,13 @@ struct ViewPublisherOptions {
 class ViewPublisher {
  public:
   // `count` is the cert publisher's: views and certs share the node's cap.
-  ViewPublisher(HostFs& fs, const ViewCatalog& views, VolumeCount& count,
-                ViewPublisherOptions options = {})
-      : fs_(fs), views_(views), count_(count), options_(std::move(options)) {}
+  ViewPublisher(HostFs& fs, ViewBinder& binder, const ViewCatalog& views,
+                VolumeCount& count, ViewPublisherOptions options = {})
+      : fs_(fs),
+        binder_(binder),
+        views_(views),
+        count_(count),
+        options_(std::move(options)) {}
 
   // Idempotent: a copy of the view (the one served, or an older one a
   // running pod has since an upgrade) already bound read-only at the target
@@ -81,6 +86,7 @@ class ViewPublisher {
   std::expected<std::string, std::error_code> StagedCopy(const View& view);
 
   HostFs& fs_;
+  ViewBinder& binder_;
   const ViewCatalog& views_;
   VolumeCount& count_;
   const ViewPublisherOptions options_;
@@ -92,23 +98,5 @@ class ViewPublisher {
 // NOT_FOUND for a view `catalog` does not serve: what it serves and the fix;
 // FAILED_PRECONDITION for one it could not install, naming the cause.
 grpc::Status ViewNotServed(std::string_view view, const ViewCatalog& catalog);
-
-// The kernel side of kDetached: a clone of `source` made read-only, nosuid
-// and nodev while detached, then attached at `target`, so every mount
-// namespace it propagates to has those flags.
-std::error_code BindReadOnly(const std::string& source,
-                             const std::string& target);
-// The kernel side of kStaged, made once per copy: `source` bound at
-// `staging`, made private (so it propagates nowhere) and sealed; a failure
-// undoes the bind.
-std::error_code StageSealedBind(const std::string& source,
-                                const std::string& staging);
-// mount(2) of the sealed `staged` bind at `target`; the new mount (and every
-// copy propagated from it) carries its flags, checked here: a bind found
-// unsealed is undone.
-std::error_code BindFromStaging(const std::string& staged,
-                                const std::string& target);
-// Whether the mount at `path` is read-only, nosuid and nodev.
-std::expected<bool, std::error_code> IsSealedBind(const std::string& path);
 
 }  // namespace fcc::driver
