@@ -401,7 +401,7 @@ int Serve(const ServeOptions& options) {
   }
   spdlog::info("serving Flux views: {} (from {}, node copy in {})",
                views.ServedNames(), options.views_dir, options.view_store_dir);
-  LinuxViewBinder view_binder;
+  LinuxViewBinder view_binder(*host_fs);
   ViewPublisher view_publisher(*host_fs, view_binder, views, publisher.count(),
                                {.api = ChooseViewBindApi(*host_fs, options),
                                 .staging_dir = options.view_staging_dir});

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include <filesystem>
@@ -15,14 +14,6 @@ namespace {
 constexpr unsigned long kSealFlags = MS_RDONLY | MS_NOSUID | MS_NODEV;
 
 std::error_code Errno() { return {errno, std::generic_category()}; }
-
-bool IsMountRoot(const std::string& path) {
-  struct statx st{};
-  return statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS,
-               &st) == 0 &&
-         (st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 &&
-         (st.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
-}
 
 // A remount: it changes this mount namespace's copy only.
 std::error_code SealBind(const std::string& target) {
@@ -107,7 +98,7 @@ std::error_code LinuxViewBinder::MakePrivate(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return ec;
-  if (!IsMountRoot(dir) &&
+  if (fs_.Inspect(dir) != PathKind::kMountRoot &&
       mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     return Errno();
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <system_error>
 
+#include "driver/host_fs.h"
 #include "driver/view/catalog.h"
 
 namespace fcc::driver {
@@ -42,6 +43,9 @@ class ViewBinder {
 // The real kernel's.
 class LinuxViewBinder final : public ViewBinder {
  public:
+  // `fs` tells a mount root (MakePrivate), as it does for the cert path.
+  explicit LinuxViewBinder(HostFs& fs) : fs_(fs) {}
+
   std::expected<FileId, std::error_code> Identify(
       const std::string& path) override;
   std::expected<bool, std::error_code> IsSealed(
@@ -53,6 +57,9 @@ class LinuxViewBinder final : public ViewBinder {
                               const std::string& staging) override;
   std::error_code BindFromStaging(const std::string& staged,
                                   const std::string& target) override;
+
+ private:
+  HostFs& fs_;
 };
 
 }  // namespace fcc::driver
