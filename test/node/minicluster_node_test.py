@@ -840,6 +840,12 @@ def test_broker_crash(work):
     check_eq([p["metadata"]["uid"] for p in pods_of(name, ns)], uids, "the pods, none replaced")
     check_eq(get("job", name, ns)["status"].get("failed", 0), 0, "the Job's failed pods")
 
+    # Each follower's probe must have said ready since the restart: the
+    # stall repeats a probe's last verdict, and a follower rejoins some
+    # seconds before its next probe says so (seen in CI: index 2 NotReady
+    # throughout the stall, its last verdict from the restart).
+    wait_for("three brokers Ready before rank 0 is stopped",
+             lambda: ready_pods(name, ns, 3), timeout=60)
     signal_broker(ns, lead, "-STOP")
     t0 = time.monotonic()
     unready = set()
