@@ -440,9 +440,9 @@ def stop_all_controllers():
 
 # --------------------------------------------------------------------- main
 
-def _under_control_plane(needs_controller, node_images=None, admission_config=None):
+def _under_control_plane(needs_controller, node_images=None, admission_config=None, nodes=1):
     """Re-runs this script under `scripts/controlplane run` with a fresh dir;
-    with `node_images` (OCI archives, pause first) on a real node, in a
+    with `node_images` (OCI archives, pause first) on `nodes` real nodes, in a
     network and mount namespace of its own; with `admission_config` (an
     AdmissionConfiguration as a dict) passed to kube-apiserver."""
     if not os.environ.get("FCC_CONTROLLER"):
@@ -466,7 +466,7 @@ def _under_control_plane(needs_controller, node_images=None, admission_config=No
         env["FCC_CP_ADMISSION_CONFIG"] = path
     if node_images is not None:
         cmd = ["unshare", "--net", "--mount", "--propagation", "private",
-               CONTROLPLANE, "run", work, "--node", *cmd[3:]]
+               CONTROLPLANE, "run", work, "--node" if nodes == 1 else f"--nodes={nodes}", *cmd[3:]]
         env["FCC_NODE_IMAGES"] = ":".join(node_images)
     proc = subprocess.Popen(cmd, env=env, preexec_fn=child_setup)
     signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
@@ -481,16 +481,17 @@ def _under_control_plane(needs_controller, node_images=None, admission_config=No
 
 
 def main(tests, needs_controller=True, crd=True, node_images=None, setup=None,
-         admission_config=None):
+         admission_config=None, nodes=1):
     """Runs `tests` (functions taking the work dir) on a control plane;
     `crd`: apply the MiniCluster CRD first; `node_images`: a callable giving
     the OCI archives for a real node (pause first), called before the
     cluster starts; `setup(work)`: run once before the tests;
     `admission_config`: an AdmissionConfiguration (dict) for kube-apiserver's
-    admission plugins, e.g. a managed cluster's PodSecurity defaults."""
+    admission plugins, e.g. a managed cluster's PodSecurity defaults;
+    `nodes`: how many real nodes (with `node_images`)."""
     if "FCC_CP_DIR" not in os.environ:
         images = node_images() if node_images else None
-        sys.exit(_under_control_plane(needs_controller, images, admission_config))
+        sys.exit(_under_control_plane(needs_controller, images, admission_config, nodes))
     work = os.environ.get("FCC_E2E_WORK") or os.environ["FCC_CP_DIR"]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     only = sys.argv[1:]
