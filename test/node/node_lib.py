@@ -267,14 +267,16 @@ def install(work, without_admission_policy=False, overlay=None):
         subprocess.run([kustomize, "edit", "add", "component",
                         "components/without-admission-policy"], cwd=deploy, check=True)
     kubectl("apply", "-k", deploy)
-    wait_for("the driver DaemonSet Ready on the node", daemonset_ready, timeout=180)
+    wait_for("the driver DaemonSet Ready on every node", daemonset_ready, timeout=180)
 
 
 def daemonset_ready():
+    """The driver Ready and up to date on every node of the cluster."""
+    nodes = len(os.environ.get("FCC_CP_NODES", NODE).split(","))
     ds = get("daemonset", "flux-curve-csi-node", NAMESPACE)
     st = (ds or {}).get("status", {})
-    return st.get("desiredNumberScheduled") == 1 and st.get("numberReady") == 1 \
-        and st.get("updatedNumberScheduled") == 1
+    return all(st.get(k) == nodes for k in ("desiredNumberScheduled", "numberReady",
+                                            "updatedNumberScheduled"))
 
 
 CONTROLLER_NS = "minicluster-system"

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Three real nodes (scripts/controlplane --nodes=3; docs/internals/node.md,
+"Several nodes"), issue 61: each node its own kubelet, containerd, mount
+and network namespace, node IP and pod subnet, pods routed between nodes
+with no NAT. The project is installed from deploy/ as on one node; its
+DaemonSet runs a driver on every node.
+
+A size-6 MiniCluster of an image without Flux, two brokers a node, forms
+one instance from keys each node's own driver derived and runs MPI across
+the nodes; with one node's driver given another master key its brokers
+never join.
+
+Env: FCC_DRIVER (the flux-curve-csi binary), FCC_KEEP=1.
+"""
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from node_lib import (DRIVER, KUBELET_PODS, NAMESPACE, archive_name, image_archive,  # noqa: E402
+                      install, node_images)
+from minicluster_node_test import minicluster, pods_of, ready_pods, running_pods  # noqa: E402
+from view_node_test import check_one_world  # noqa: E402
+from e2e_lib import (apply, check, check_eq, create_namespace, get, items, kubectl,  # noqa: E402
+                     log, main, wait_for)
+
+NODES = 3
+# Two brokers fit a node of 2 CPUs beside the driver and the controller,
+# three do not: the scheduler puts two on each node.
+BROKER = {"requests": {"cpu": "800m", "memory": "64Mi"}, "limits": {"cpu": "1"}}
+
+
+def images():
+    archives = node_images()
+    mpich = image_archive("app-mpich")
+    os.environ["FCC_IMAGE_APP_MPICH"] = archive_name(mpich)
+    return archives + [mpich]
+
+
+def node_names():
+    return os.environ["FCC_CP_NODES"].split(",")
+
+
+def node_root(node):
+    """The node's root as its own mount namespace has it (/ for the first
+    node, which is this test's own)."""
+    with open(os.path.join(os.environ["FCC_CP_DIR"], "state.json")) as f:
+        pids = json.load(f)["pid"]
+    k = node_names().index(node)
+    return "/" if k == 0 else f"/proc/{pids[f'netns-{k}']}/root"
+
+
+def node_mountinfo(node):
+    root = node_root(node)
+    with open("/proc/self/mountinfo" if root == "/" else os.path.join(os.path.dirname(root), "mountinfo")) as f:
+        return [line.split() for line in f]
+
+
+def curve_mount(node, pod_uid):
+    """The options of the pod's cert volume in its node's mount table, if
+    the driver there mounted it."""
+    target = f"{KUBELET_PODS}/{pod_uid}/volumes/kubernetes.io~csi/curve/mount"
+    for fields in node_mountinfo(node):
+        right = fields[fields.index("-") + 1:]
+        if fields[4] == target and right[0] == "tmpfs" and right[1] == DRIVER:
+            return fields[5]
+    return None
+
+
+def cert_digest(node, pod_uid):
+    path = f"{KUBELET_PODS}/{pod_uid}/volumes/kubernetes.io~csi/curve/mount/curve.cert"
+    with open(node_root(node) + path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def by_node(pods):
+    placed = {}
+    for p in pods:
+        placed.setdefault(p["spec"]["nodeName"], []).append(p["metadata"]["name"])
+    return placed
+
+
+def test_a_driver_on_every_node(work):
+    """The DaemonSet's driver runs and registered with kubelet on each node."""
+    check_eq(len(node_names()), NODES, "nodes in the cluster")
+    pods = items("pods", NAMESPACE, "app.kubernetes.io/component=node")
+    check_eq(sorted(p["spec"]["nodeName"] for p in pods), sorted(node_names()), "a driver pod per node")
+    for node in node_names():
+        # kubelet lists the driver in its CSINode once the driver registered.
+        wait_for(f"{DRIVER} in {node}'s CSINode", lambda: [
+            d["name"] for d in (get("csinode", node) or {}).get("spec", {}).get("drivers") or []]
+            == [DRIVER], timeout=60)
+
+
+def test_one_instance_over_three_nodes(work):
+    """Six brokers, two a node: each node's driver mounts its pods' certs
+    (the same key derived three times), the instance forms, and one MPI
+    world spans the nodes."""
+    ns, name = "multi", "wide"
+    create_namespace(ns)
+    t0 = time.monotonic()
+    apply(minicluster(name, ns, 6, image=os.environ["FCC_IMAGE_APP_MPICH"], resources=BROKER))
+    pods = wait_for("six brokers Ready", lambda: ready_pods(name, ns, 6), timeout=300)
+    log(f"size 6 over {NODES} nodes: create -> every broker Ready {time.monotonic() - t0:.1f}s")
+    placed = by_node(pods)
+    log(f"brokers by node: {json.dumps(placed, sort_keys=True)}")
+    check_eq(sorted(len(v) for v in placed.values()), [2] * NODES, "brokers on each node")
+    digests = set()
+    for p in pods:
+        node, uid = p["spec"]["nodeName"], p["metadata"]["uid"]
+        options = curve_mount(node, uid)
+        check(options is not None and "ro" in options.split(","),
+              f"{p['metadata']['name']}'s cert mounted read-only by {node}'s driver: {options}")
+        digests.add(cert_digest(node, uid))
+    check_eq(len(digests), 1, "distinct curve.cert contents over the three nodes")
+    lead = pods[0]["metadata"]["name"]
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N6", "-n6",
+                  "/usr/local/bin/mpi-hello", timeout=120).stdout
+    check_one_world(out, name, 6, hosts=6)
+    log(f"MPI over {NODES} nodes: {out.strip().splitlines()[0]} ...")
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+    wait_for(f"{name}'s pods gone", lambda: not pods_of(name, ns), timeout=120)
+    # kubelet unpublishes and removes the pod dir after the API object is gone.
+    wait_for("no cert volume and no pod dir of theirs left on any node", lambda: not any(
+        curve_mount(p["spec"]["nodeName"], p["metadata"]["uid"])
+        or os.path.exists(node_root(p["spec"]["nodeName"]) + f"{KUBELET_PODS}/{p['metadata']['uid']}")
+        for p in pods), timeout=90)
+
+
+def driver_with_other_key(node):
+    """The driver DaemonSet kept off `node`, and a copy of it on `node`
+    alone whose master key Secret holds another key; returns the undo."""
+    ds = get("daemonset", "flux-curve-csi-node", NAMESPACE)
+    copy = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "flux-curve-csi-node-other", "namespace": NAMESPACE},
+            "spec": json.loads(json.dumps(ds["spec"]))}
+    for labels in (copy["spec"]["selector"]["matchLabels"], copy["spec"]["template"]["metadata"]["labels"]):
+        labels["fcc-test"] = "other-key"
+    pod = copy["spec"]["template"]["spec"]
+    pod["nodeSelector"] = {"kubernetes.io/hostname": node}
+    for v in pod["volumes"]:
+        if v.get("secret", {}).get("secretName") == "flux-curve-csi-master-key":
+            v["secret"]["secretName"] = "flux-curve-csi-master-key-other"
+    key = os.path.join(work_dir(), "other.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(64))
+    kubectl("-n", NAMESPACE, "create", "secret", "generic", "flux-curve-csi-master-key-other",
+            f"--from-file=master.key={key}")
+    away = {"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}]}]}}}}}}}
+    kubectl("-n", NAMESPACE, "patch", "daemonset", "flux-curve-csi-node", "--type=merge",
+            "-p", json.dumps(away))
+    apply(copy)
+    wait_for(f"the driver on {node} from the other key's DaemonSet, the first on the rest",
+             lambda: rolled_out("flux-curve-csi-node", NODES - 1)
+             and rolled_out("flux-curve-csi-node-other", 1), timeout=240)
+
+    def undo():
+        kubectl("-n", NAMESPACE, "delete", "daemonset", "flux-curve-csi-node-other")
+        kubectl("-n", NAMESPACE, "delete", "secret", "flux-curve-csi-master-key-other")
+        kubectl("-n", NAMESPACE, "patch", "daemonset", "flux-curve-csi-node", "--type=json",
+                "-p", '[{"op": "remove", "path": "/spec/template/spec/affinity"}]')
+        wait_for("the driver DaemonSet back on every node",
+                 lambda: rolled_out("flux-curve-csi-node", NODES), timeout=240)
+    return undo
+
+
+def work_dir():
+    return os.environ.get("FCC_E2E_WORK") or os.environ["FCC_CP_DIR"]
+
+
+def rolled_out(name, want):
+    st = (get("daemonset", name, NAMESPACE) or {}).get("status", {})
+    return all(st.get(k) == want for k in ("desiredNumberScheduled", "numberReady",
+                                           "updatedNumberScheduled", "numberAvailable"))
+
+
+def test_another_key_on_one_node_never_joins(work):
+    """fcc-node-2's driver derives from another master key: of a size-6
+    MiniCluster, the brokers on the lead's side of the keys join and the
+    others stay offline (their CURVE handshake fails), while each pod's
+    volume mounted. What makes one instance over three nodes is each node's
+    driver deriving the same key."""
+    ns, name, odd = "multi-keys", "split", node_names()[2]
+    create_namespace(ns)
+    undo = driver_with_other_key(odd)
+    try:
+        apply(minicluster(name, ns, 6, image=os.environ["FCC_IMAGE_APP_MPICH"], resources=BROKER))
+        pods = wait_for("six brokers Running", lambda: running_pods(name, ns, 6), timeout=240)
+        on_odd = {i for i, p in enumerate(pods) if p["spec"]["nodeName"] == odd}
+        check_eq(len(on_odd), 2, f"brokers on {odd}")
+        joined = set(range(6)) - on_odd if 0 not in on_odd else on_odd
+        lead = pods[0]["metadata"]["name"]
+
+        def offline():
+            out = kubectl("exec", "-n", ns, lead, "--", "flux", "overlay", "status", "--no-pretty",
+                          check_rc=False, timeout=60).stdout
+            states = dict(re.findall(r"^(\d+) \S+: (\w+)", out, re.M))
+            return {int(r) for r, s in states.items() if s == "offline"}, out
+        wait_for(f"ranks {sorted(joined - {0})} (the lead's key) joined rank 0",
+                 lambda: offline()[1] and not (joined & offline()[0]), timeout=90)
+        time.sleep(15)  # the others had as long, and 15 s more
+        down, out = offline()
+        log(f"another key on {odd} (ranks {sorted(on_odd)}): rank 0's overlay: {out.strip()}")
+        check_eq(sorted(down), sorted(set(range(6)) - joined), "ranks offline on rank 0")
+        check(all(curve_mount(p["spec"]["nodeName"], p["metadata"]["uid"]) for p in pods),
+              "every broker's volume mounted by its node's driver")
+        kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+        wait_for(f"{name}'s pods gone", lambda: not pods_of(name, ns), timeout=120)
+    finally:
+        undo()
+
+
+if __name__ == "__main__":
+    main([test_a_driver_on_every_node, test_one_instance_over_three_nodes,
+          test_another_key_on_one_node_never_joins],
+         needs_controller=False, crd=False, node_images=images, setup=install, nodes=NODES)
