@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 
@@ -25,8 +26,8 @@ from node_lib import (DRIVER, KUBELET_PODS, NAMESPACE, archive_name, image_archi
                       install, node_images)
 from minicluster_node_test import minicluster, pods_of, ready_pods, running_pods  # noqa: E402
 from view_node_test import check_one_world  # noqa: E402
-from e2e_lib import (apply, check, check_eq, create_namespace, get, items, kubectl,  # noqa: E402
-                     log, main, wait_for)
+from e2e_lib import (CONTROLPLANE, apply, check, check_eq, create_namespace, get, items,  # noqa: E402
+                     kubectl, log, main, wait_for)
 
 NODES = 3
 # Two brokers fit a node of 2 CPUs beside the driver and the controller,
@@ -131,6 +132,113 @@ def test_one_instance_over_three_nodes(work):
         for p in pods), timeout=90)
 
 
+def drivers_by_node():
+    """{node: [(driver pod uid, Ready)]} of the driver DaemonSet's pods."""
+    out = {}
+    for p in items("pods", NAMESPACE, "app.kubernetes.io/component=node"):
+        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"):
+            ready = any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in p["status"].get("conditions", []))
+            out.setdefault(p["spec"]["nodeName"], []).append((p["metadata"]["uid"], ready))
+    return out
+
+
+def test_driver_upgrade_rolls_under_a_running_minicluster(work):
+    """An upgrade of the driver DaemonSet (a template change) while a
+    size-6 MiniCluster runs over the three nodes: the drivers are replaced
+    one node at a time (the manifest's maxUnavailable), every broker stays
+    Ready in the same pod with the same cert, the instance runs on every
+    rank after, and a broker pod replaced after the upgrade gets the same
+    key from the new driver and rejoins."""
+    ns, name = "multi-upgrade", "live"
+    create_namespace(ns)
+    apply(minicluster(name, ns, 6, image=os.environ["FCC_IMAGE_APP_MPICH"], resources=BROKER))
+    pods = wait_for("six brokers Ready", lambda: ready_pods(name, ns, 6), timeout=300)
+    lead = pods[0]["metadata"]["name"]
+    before = {p["metadata"]["uid"]: cert_digest(p["spec"]["nodeName"], p["metadata"]["uid"])
+              for p in pods}
+    old_drivers = {uid for v in drivers_by_node().values() for uid, _ in v}
+    t0 = time.monotonic()
+    kubectl("-n", NAMESPACE, "patch", "daemonset", "flux-curve-csi-node", "--type=merge", "-p",
+            json.dumps({"spec": {"template": {"metadata": {"annotations": {
+                "fcc-test/upgrade": str(int(time.time()))}}}}}))
+    most_down, brokers_unready = 0, set()
+    while True:
+        now = drivers_by_node()
+        down = [n for n in node_names() if not any(ready for _, ready in now.get(n, []))]
+        most_down = max(most_down, len(down))
+        brokers_unready |= {p["metadata"]["name"] for p in pods_of(name, ns)
+                            if not any(c["type"] == "Ready" and c["status"] == "True"
+                                       for c in p["status"].get("conditions", []))}
+        uids = {uid for v in now.values() for uid, _ in v}
+        if len(down) == 0 and not uids & old_drivers and len(uids) == NODES:
+            break
+        check(time.monotonic() - t0 < 300, f"the upgrade rolled out in 5 minutes: {now}")
+        time.sleep(0.5)
+    log(f"driver upgrade over {NODES} nodes: {time.monotonic() - t0:.1f}s; nodes without a Ready "
+        f"driver at once: at most {most_down}; brokers NotReady meanwhile: {sorted(brokers_unready) or 'none'}")
+    check(most_down <= 1, f"one node at a time without a driver, not {most_down}")
+    check_eq(sorted(brokers_unready), [], "brokers NotReady during the upgrade")
+    after = pods_of(name, ns)
+    check_eq({p["metadata"]["uid"]: cert_digest(p["spec"]["nodeName"], p["metadata"]["uid"])
+              for p in after}, before, "each broker pod and its cert, after the upgrade")
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N6", "hostname", timeout=120).stdout
+    check_eq(sorted(out.split()), [f"{name}-{i}" for i in range(6)], "flux run -N6 after the upgrade")
+    victim = after[3]
+    kubectl("delete", "pod", "-n", ns, victim["metadata"]["name"], "--wait=false")
+    pods = wait_for("index 3 replaced and Ready", lambda: (
+        lambda ps: ps if ps and ps[3]["metadata"]["uid"] != victim["metadata"]["uid"] else None)(
+            ready_pods(name, ns, 6)), timeout=180)
+    new = pods[3]
+    check_eq(cert_digest(new["spec"]["nodeName"], new["metadata"]["uid"]), next(iter(set(before.values()))),
+             f"the replaced broker's cert, from {new['spec']['nodeName']}'s new driver")
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+    wait_for(f"{name}'s pods gone", lambda: not pods_of(name, ns), timeout=120)
+
+
+def test_node_lost(work):
+    """A node lost with brokers on it (its kubelet and containerd stopped,
+    its containers killed, its Node deleted): the pod garbage collector
+    deletes its pods, the Job replaces them under their indexes on the
+    other nodes, they rejoin rank 0 and `flux run -N6` runs again; deleted,
+    the MiniCluster leaves nothing mounted on the nodes that remain. Last:
+    the node does not come back."""
+    ns, name = "multi-loss", "loss"
+    create_namespace(ns)
+    # Three fit a node: room on two nodes for the lost one's brokers.
+    small = {"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "1"}}
+    apply(minicluster(name, ns, 6, image=os.environ["FCC_IMAGE_APP_MPICH"], resources=small))
+    pods = wait_for("six brokers Ready", lambda: ready_pods(name, ns, 6), timeout=300)
+    placed = by_node(pods)
+    lead_node = pods[0]["spec"]["nodeName"]
+    victim = min((n for n in node_names()[1:] if n != lead_node and placed.get(n)),
+                 key=lambda n: len(placed[n]))
+    lost = {i for i, p in enumerate(pods) if p["spec"]["nodeName"] == victim}
+    log(f"brokers by node: {json.dumps(placed, sort_keys=True)}; losing {victim} (indexes {sorted(lost)})")
+    t0 = time.monotonic()
+    subprocess.run([CONTROLPLANE, "lose-node", os.environ["FCC_CP_DIR"],
+                    str(node_names().index(victim))], check=True)
+    kubectl("delete", "node", victim)
+
+    def replaced():
+        now = ready_pods(name, ns, 6)
+        return now if now and all(now[i]["metadata"]["uid"] != pods[i]["metadata"]["uid"]
+                                  for i in lost) else None
+    now = wait_for(f"indexes {sorted(lost)} replaced on the other nodes and Ready", replaced, timeout=300)
+    log(f"{victim} lost -> its brokers Ready elsewhere: {time.monotonic() - t0:.1f}s; "
+        f"by node: {json.dumps(by_node(now), sort_keys=True)}")
+    check(all(p["spec"]["nodeName"] != victim for p in now), "no broker on the lost node")
+    lead = now[0]["metadata"]["name"]
+    check_eq(lead, pods[0]["metadata"]["name"], "the lead pod, kept")
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "run", "-N6", "hostname", timeout=120).stdout
+    check_eq(sorted(out.split()), [f"{name}-{i}" for i in range(6)], "flux run -N6 after the loss")
+    kubectl("delete", "miniclusters.minicluster.dev", name, "-n", ns)
+    wait_for(f"{name}'s pods gone", lambda: not pods_of(name, ns), timeout=120)
+    left = [p for p in pods + now if p["spec"]["nodeName"] != victim]
+    wait_for("nothing of theirs mounted on the nodes that remain", lambda: not any(
+        curve_mount(p["spec"]["nodeName"], p["metadata"]["uid"]) for p in left), timeout=90)
+
+
 def driver_with_other_key(node):
     """The driver DaemonSet kept off `node`, and a copy of it on `node`
     alone whose master key Secret holds another key; returns the undo."""
@@ -218,5 +326,6 @@ def test_another_key_on_one_node_never_joins(work):
 
 if __name__ == "__main__":
     main([test_a_driver_on_every_node, test_one_instance_over_three_nodes,
-          test_another_key_on_one_node_never_joins],
+          test_driver_upgrade_rolls_under_a_running_minicluster,
+          test_another_key_on_one_node_never_joins, test_node_lost],
          needs_controller=False, crd=False, node_images=images, setup=install, nodes=NODES)
