@@ -219,13 +219,23 @@ json PodMetadata(const MiniCluster& mc) {
   json labels = mc.spec.pod.labels;
   labels.update(CommonLabels(mc));
   json metadata{{"labels", std::move(labels)}};
-  if (!mc.spec.pod.annotations.empty()) {
-    metadata["annotations"] = mc.spec.pod.annotations;
-  }
+  json annotations = mc.spec.pod.annotations;
+  annotations.update(TopologyAnnotations(mc.spec.topology));
+  if (!annotations.empty()) metadata["annotations"] = std::move(annotations);
   return metadata;
 }
 
 }  // namespace
+
+json TopologyAnnotations(const Topology& topology) {
+  json annotations = json::object();
+  if (!topology.required.empty()) {
+    annotations[kRequiredTopologyAnnotation] = topology.required;
+  } else if (!topology.preferred.empty()) {
+    annotations[kPreferredTopologyAnnotation] = topology.preferred;
+  }
+  return annotations;
+}
 
 std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts) {
   if (mc.spec.flux.from_image) return "";

@@ -61,6 +61,14 @@ nlohmann::json OwnerReference(const MiniCluster& mc);
 // The labels on the Service, the Job and the Job's pods.
 nlohmann::json CommonLabels(const MiniCluster& mc);
 
+// Kueue's pod set topology requests (Topology-Aware Scheduling), on the
+// Job's pod template: spec.topology's one level, or nothing.
+inline constexpr char kRequiredTopologyAnnotation[] =
+    "kueue.x-k8s.io/podset-required-topology";
+inline constexpr char kPreferredTopologyAnnotation[] =
+    "kueue.x-k8s.io/podset-preferred-topology";
+nlohmann::json TopologyAnnotations(const Topology& topology);
+
 // The view a MiniCluster's pods mount; "" when its image brings Flux.
 std::string FluxViewOf(const MiniCluster& mc, const DesiredOptions& opts);
 

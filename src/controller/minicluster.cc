@@ -256,6 +256,53 @@ void ReadScheduler(const json& flux, FluxScheduler& scheduler, Errors& errors) {
   scheduler.queue_policy = policy->get<std::string>();
 }
 
+void ReadTopology(const json& spec, Topology& topology, Errors& errors) {
+  auto it = spec.find("topology");
+  if (it == spec.end() || it->is_null()) return;
+  constexpr char kShape[] =
+      "spec.topology: must be a mapping with one of required or preferred, "
+      "naming a node label level of the Kueue Topology of the queue's "
+      "flavor (e.g. {required: example.com/rack})";
+  if (!it->is_object()) {
+    errors.push_back(kShape);
+    return;
+  }
+  for (auto [key, field] : {std::pair{"required", &topology.required},
+                            std::pair{"preferred", &topology.preferred}}) {
+    auto level = it->find(key);
+    if (level == it->end() || level->is_null()) continue;
+    if (!level->is_string() || !common::IsQualifiedName(level->get<std::string>())) {
+      errors.push_back(fmt::format(
+          "spec.topology.{}: must be a node label key such as "
+          "example.com/rack (a level of the Kueue Topology), got {}",
+          key, Shown(*level)));
+      continue;
+    }
+    *field = level->get<std::string>();
+  }
+  if (!topology.required.empty() && !topology.preferred.empty()) {
+    errors.push_back(
+        "spec.topology: set required or preferred, not both (Kueue takes one "
+        "topology request a pod set)");
+  } else if (topology.level().empty() && errors.empty()) {
+    errors.push_back(kShape);
+  }
+}
+
+// Kueue refuses a pod set with two topology requests: spec.topology's and
+// one a user wrote as a pod annotation (as before spec.topology existed).
+void CheckTopologyAnnotations(const MiniClusterSpec& s, Errors& errors) {
+  if (s.topology.level().empty()) return;
+  for (const auto& [key, value] : s.pod.annotations) {
+    if (key.starts_with("kueue.x-k8s.io/podset-") &&
+        key.ends_with("-topology")) {
+      errors.push_back("spec.podAnnotations[" + Quoted(key) +
+                       "]: spec.topology writes Kueue's topology request; "
+                       "remove this annotation or spec.topology");
+    }
+  }
+}
+
 void ReadState(const json& flux, MiniClusterSpec& s, Errors& errors) {
   auto it = flux.find("state");
   if (it == flux.end() || it->is_null()) return;
@@ -784,6 +831,8 @@ ParseResult ParseMiniCluster(const json& object) {
   ReadFluxSource(fields, mc.spec, errors);
   ReadBrokerSettings(fields, mc.spec, errors);
   ReadPodFields(fields, mc.spec, errors);
+  ReadTopology(fields, mc.spec.topology, errors);
+  CheckTopologyAnnotations(mc.spec, errors);
   CheckStateMount(mc.spec, errors);
   CheckGraphSize(mc.spec, errors);
   CheckName(mc, errors);
@@ -860,14 +909,16 @@ const KnownFields& MiniClusterFields() {
                "affinity",
                "serviceAccountName",
                "volumes",
-               "volumeMounts"},
+               "volumeMounts",
+               "topology"},
       .flux_user = {"uid", "gid"},
       .flux = {"view", "fromImage", "scheduler", "state"},
       .flux_scheduler = {"simple", "queuePolicy"},
       .flux_state = {"claimName"},
       .resources = {"limits", "requests"},
       .toleration = {"key", "operator", "value", "effect",
-                     "tolerationSeconds"}};
+                     "tolerationSeconds"},
+      .topology = {"required", "preferred"}};
   return kFields;
 }
 
@@ -904,6 +955,8 @@ std::vector<std::string> UnknownFields(const json& object) {
              "spec.flux.state.", known.flux_state, errors);
   AddUnknown(kube::FieldAt(spec, "resources"), "spec.resources.",
              known.resources, errors);
+  AddUnknown(kube::FieldAt(spec, "topology"), "spec.topology.", known.topology,
+             errors);
   const json& tolerations = kube::FieldAt(spec, "tolerations");
   if (tolerations.is_array()) {
     for (size_t i = 0; i < tolerations.size(); ++i) {

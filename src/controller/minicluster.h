@@ -126,6 +126,17 @@ struct FluxSource {
   std::string state_claim;
 };
 
+// Where Kueue's Topology-Aware Scheduling places the brokers
+// (spec.topology): within one domain of a node label level (required), or
+// in as few as it can (preferred). At most one is set; neither: anywhere.
+struct Topology {
+  std::string required;
+  std::string preferred;
+  const std::string& level() const {
+    return required.empty() ? preferred : required;
+  }
+};
+
 struct MiniClusterSpec {
   int32_t size = 1;
   std::string image;
@@ -154,6 +165,7 @@ struct MiniClusterSpec {
   bool suspend = false;
   std::string connect_timeout = kDefaultConnectTimeout;
   PodFields pod;
+  Topology topology;
 };
 
 struct MiniCluster {
@@ -205,7 +217,7 @@ void TrimMiniClusterForCache(nlohmann::json& object);
 // spec.tolerations[] entry. A test holds them to deploy/controller/crd.yaml.
 struct KnownFields {
   std::vector<std::string_view> top, spec, flux_user, flux, flux_scheduler,
-      flux_state, resources, toleration;
+      flux_state, resources, toleration, topology;
 };
 const KnownFields& MiniClusterFields();
 

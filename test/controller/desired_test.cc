@@ -1021,5 +1021,30 @@ TEST(IsSubset, ComparesOnlyWhatIsWanted) {
   EXPECT_FALSE(IsSubset(json::parse(R"({"z": 1})"), have));
 }
 
+TEST(DesiredJob, TopologyBecomesKueuesPodSetAnnotation) {
+  json object = MiniClusterObject();
+  object["spec"]["podAnnotations"] = {{"example.com/owner", "physics"}};
+  object["spec"]["topology"] = {{"required", "example.com/rack"}};
+  json meta = DesiredJob(Parse(object), {})["spec"]["template"]["metadata"];
+  EXPECT_EQ(meta["annotations"][kRequiredTopologyAnnotation],
+            "example.com/rack");
+  EXPECT_FALSE(meta["annotations"].contains(kPreferredTopologyAnnotation));
+  // The MiniCluster's own pod annotations stay beside it.
+  for (const auto& [key, value] : object["spec"]["podAnnotations"].items()) {
+    EXPECT_EQ(meta["annotations"][key], value);
+  }
+
+  object["spec"]["topology"] = {{"preferred", "kubernetes.io/hostname"}};
+  meta = DesiredJob(Parse(object), {})["spec"]["template"]["metadata"];
+  EXPECT_EQ(meta["annotations"][kPreferredTopologyAnnotation],
+            "kubernetes.io/hostname");
+  EXPECT_FALSE(meta["annotations"].contains(kRequiredTopologyAnnotation));
+
+  // Without topology, nothing of Kueue's TAS on the template.
+  meta = DesiredJob(Parse(MiniClusterObject()), {})["spec"]["template"]
+                   ["metadata"];
+  EXPECT_FALSE(meta.contains("annotations"));
+}
+
 }  // namespace
 }  // namespace fcc::controller

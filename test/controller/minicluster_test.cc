@@ -153,7 +153,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"command", json::array({"ok", 3}), "spec.command"},
         BadSpec{"fluxUser", {{"uid", -1}}, "spec.fluxUser.uid"},
         BadSpec{"suspend", "yes", "spec.suspend"},
-        BadSpec{"connectTimeout", "5s; rm -rf /", "spec.connectTimeout"}));
+        BadSpec{"connectTimeout", "5s; rm -rf /", "spec.connectTimeout"},
+        BadSpec{"topology", "rack", "spec.topology: must be a mapping"},
+        BadSpec{"topology", json::object(),
+                "spec.topology: must be a mapping with one of required or "
+                "preferred"},
+        BadSpec{"topology", {{"required", "a b"}},
+                "spec.topology.required: must be a node label key"},
+        BadSpec{"topology", {{"preferred", 3}},
+                "spec.topology.preferred: must be a node label key"},
+        BadSpec{"topology",
+                {{"required", "example.com/rack"},
+                 {"preferred", "example.com/block"}},
+                "spec.topology: set required or preferred, not both"}));
 
 // Each refusal of a pod template field, and the words that say why.
 INSTANTIATE_TEST_SUITE_P(
@@ -497,6 +509,35 @@ TEST(TrimMiniClusterForCache, KeepsWhatReconcileReadsAndDropsTheRest) {
   ASSERT_TRUE(parsed.ok()) << parsed.ErrorText();
   EXPECT_EQ(parsed.minicluster->QueueName(), "q");
   EXPECT_EQ(parsed.minicluster->spec.broker_port, 9000);
+}
+
+TEST(MiniClusterParse, ReadsTopology) {
+  json object = MiniClusterObject();
+  object["spec"]["topology"] = {{"required", "example.com/rack"}};
+  ParseResult r = ParseMiniCluster(object);
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  EXPECT_EQ(r.minicluster->spec.topology.required, "example.com/rack");
+  EXPECT_EQ(r.minicluster->spec.topology.level(), "example.com/rack");
+  object["spec"]["topology"] = {{"preferred", "kubernetes.io/hostname"}};
+  r = ParseMiniCluster(object);
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  EXPECT_EQ(r.minicluster->spec.topology.preferred, "kubernetes.io/hostname");
+  EXPECT_TRUE(r.minicluster->spec.topology.required.empty());
+  // One topology request: spec.topology's or a pod annotation's.
+  object["spec"]["podAnnotations"] = {
+      {"kueue.x-k8s.io/podset-required-topology", "example.com/block"}};
+  r = ParseMiniCluster(object);
+  EXPECT_EQ(r.ErrorText(),
+            "spec.podAnnotations[\"kueue.x-k8s.io/podset-required-topology\"]: "
+            "spec.topology writes Kueue's topology request; remove this "
+            "annotation or spec.topology");
+  object["spec"].erase("podAnnotations");
+  object["spec"]["topology"] = {{"required", "example.com/rack"},
+                                {"slice", 2}};
+  EXPECT_EQ(UnknownFields(object),
+            std::vector<std::string>{
+                "spec.topology.slice: unknown field; spec.topology has "
+                "required, preferred (check for a typo)"});
 }
 
 }  // namespace
