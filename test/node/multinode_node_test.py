@@ -22,11 +22,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kueue"))
 from node_lib import (DRIVER, KUBELET_PODS, NAMESPACE, archive_name, image_archive,  # noqa: E402
                       install, node_images)
 from minicluster_node_test import minicluster, pods_of, ready_pods, running_pods  # noqa: E402
 from view_node_test import check_one_world  # noqa: E402
-from e2e_lib import (CONTROLPLANE, apply, check, check_eq, create_namespace, get, items,  # noqa: E402
+from e2e_lib import (CONTROLPLANE, REPO, apply, check, check_eq, create_namespace, get, items,  # noqa: E402
                      kubectl, log, main, wait_for)
 
 NODES = 3
@@ -239,6 +240,101 @@ def test_node_lost(work):
         curve_mount(p["spec"]["nodeName"], p["metadata"]["uid"]) for p in left), timeout=90)
 
 
+RACKS = {"rack-a": 2, "rack-b": 1}  # nodes in each rack, in node order
+
+
+def rack_of():
+    names, out = node_names(), {}
+    for rack, count in RACKS.items():
+        for _ in range(count):
+            out[names[len(out)]] = rack
+    return out
+
+
+def start_kueue_with_racks(work, ns):
+    """Kueue (the project's build) with examples/kueue/topology.yaml: the
+    nodes labelled into two racks, a Topology of racks and hosts, its
+    flavor, a ClusterQueue and a LocalQueue in `ns`."""
+    import kueue_test
+    r = subprocess.run([os.path.join(REPO, "scripts", "build-kueue")], stdout=subprocess.PIPE,
+                       text=True, check=True)
+    kueue = kueue_test.start_kueue(r.stdout.strip().splitlines()[-1], work)
+    for node, rack in rack_of().items():
+        kubectl("label", "node", node, f"example.com/rack={rack}", "example.com/hpc-pool=flux")
+    with open(os.path.join(REPO, "examples", "kueue", "topology.yaml")) as f:
+        text = f.read().replace("namespace: default", f"namespace: {ns}")
+    kubectl("apply", "-f", "-", input=text)
+    return kueue
+
+
+def queued_by_rack(name, ns, size, **topology):
+    obj = minicluster(name, ns, size, image=os.environ["FCC_IMAGE_APP_MPICH"], resources=BROKER,
+                      topology=topology)
+    obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "rack-queue"}
+    apply(obj)
+
+
+def racks_used(pods):
+    racks = rack_of()
+    return sorted({racks[p["spec"]["nodeName"]] for p in pods})
+
+
+def test_kueue_places_by_rack(work):
+    """Kueue's Topology-Aware Scheduling, through spec.topology, on three
+    nodes in two racks (rack-a: two nodes, room for four brokers; rack-b:
+    one node, two): a size-3 MiniCluster requiring one rack runs all in
+    rack-a; a size-5 one preferring one rack spans both; a size-5 one
+    requiring one rack is never admitted. The instances form and run on
+    every rank (Kueue's topology gate and nodeSelector do not disturb the
+    brokers)."""
+    ns = "multi-racks"
+    create_namespace(ns)
+    kueue = start_kueue_with_racks(work, ns)
+    try:
+        queued_by_rack("one-rack", ns, 3, required="example.com/rack")
+        pods = wait_for("one-rack: three brokers Ready", lambda: ready_pods("one-rack", ns, 3),
+                        timeout=240)
+        log(f"required rack, size 3: {json.dumps(by_node(pods), sort_keys=True)}")
+        check_eq(racks_used(pods), ["rack-a"], "racks of a MiniCluster requiring one rack")
+        job = get("job", "one-rack", ns)
+        check_eq(job["spec"]["template"]["metadata"]["annotations"].get(
+            "kueue.x-k8s.io/podset-required-topology"), "example.com/rack", "the Job's topology request")
+        out = kubectl("exec", "-n", ns, pods[0]["metadata"]["name"], "--", "flux", "run", "-N3",
+                      "hostname", timeout=120).stdout
+        check_eq(sorted(out.split()), [f"one-rack-{i}" for i in range(3)], "flux run -N3 in one rack")
+        kubectl("delete", "miniclusters.minicluster.dev", "one-rack", "-n", ns)
+        wait_for("one-rack's pods gone", lambda: not pods_of("one-rack", ns), timeout=120)
+
+        queued_by_rack("spread", ns, 5, preferred="example.com/rack")
+        pods = wait_for("spread: five brokers Ready", lambda: ready_pods("spread", ns, 5), timeout=240)
+        log(f"preferred rack, size 5: {json.dumps(by_node(pods), sort_keys=True)}")
+        check_eq(racks_used(pods), ["rack-a", "rack-b"], "racks of a size-5 MiniCluster preferring one")
+        out = kubectl("exec", "-n", ns, pods[0]["metadata"]["name"], "--", "flux", "run", "-N5",
+                      "hostname", timeout=120).stdout
+        check_eq(sorted(out.split()), [f"spread-{i}" for i in range(5)], "flux run -N5 over two racks")
+        kubectl("delete", "miniclusters.minicluster.dev", "spread", "-n", ns)
+        wait_for("spread's pods gone", lambda: not pods_of("spread", ns), timeout=120)
+
+        queued_by_rack("too-big", ns, 5, required="example.com/rack")
+
+        def pending_why():
+            for w in items("workloads.kueue.x-k8s.io", ns):
+                if w["metadata"].get("labels", {}).get("minicluster.dev/name") != "too-big":
+                    continue
+                for c in w.get("status", {}).get("conditions", []):
+                    if c["type"] == "QuotaReserved" and c["status"] == "False" and c.get("message"):
+                        return c["message"]
+            return None
+        why = wait_for("too-big's Workload pending with Kueue's reason", pending_why, timeout=60)
+        time.sleep(5)
+        log(f"required rack, size 5: pending: {why}")
+        check_eq(pods_of("too-big", ns), [], "pods of a MiniCluster no rack can hold")
+        check(get("job", "too-big", ns)["spec"].get("suspend") is True, "too-big's Job still suspended")
+        kubectl("delete", "miniclusters.minicluster.dev", "too-big", "-n", ns)
+    finally:
+        kueue.stop()
+
+
 def driver_with_other_key(node):
     """The driver DaemonSet kept off `node`, and a copy of it on `node`
     alone whose master key Secret holds another key; returns the undo."""
@@ -327,5 +423,5 @@ def test_another_key_on_one_node_never_joins(work):
 if __name__ == "__main__":
     main([test_a_driver_on_every_node, test_one_instance_over_three_nodes,
           test_driver_upgrade_rolls_under_a_running_minicluster,
-          test_another_key_on_one_node_never_joins, test_node_lost],
+          test_another_key_on_one_node_never_joins, test_kueue_places_by_rack, test_node_lost],
          needs_controller=False, crd=False, node_images=images, setup=install, nodes=NODES)
