@@ -271,7 +271,8 @@ void ReadTopology(const json& spec, Topology& topology, Errors& errors) {
                             std::pair{"preferred", &topology.preferred}}) {
     auto level = it->find(key);
     if (level == it->end() || level->is_null()) continue;
-    if (!level->is_string() || !common::IsQualifiedName(level->get<std::string>())) {
+    if (!level->is_string() ||
+        !common::IsQualifiedName(level->get<std::string>())) {
       errors.push_back(fmt::format(
           "spec.topology.{}: must be a node label key such as "
           "example.com/rack (a level of the Kueue Topology), got {}",
@@ -916,8 +917,7 @@ const KnownFields& MiniClusterFields() {
       .flux_scheduler = {"simple", "queuePolicy"},
       .flux_state = {"claimName"},
       .resources = {"limits", "requests"},
-      .toleration = {"key", "operator", "value", "effect",
-                     "tolerationSeconds"},
+      .toleration = {"key", "operator", "value", "effect", "tolerationSeconds"},
       .topology = {"required", "preferred"}};
   return kFields;
 }

@@ -1041,8 +1041,8 @@ TEST(DesiredJob, TopologyBecomesKueuesPodSetAnnotation) {
   EXPECT_FALSE(meta["annotations"].contains(kRequiredTopologyAnnotation));
 
   // Without topology, nothing of Kueue's TAS on the template.
-  meta = DesiredJob(Parse(MiniClusterObject()), {})["spec"]["template"]
-                   ["metadata"];
+  meta = DesiredJob(Parse(MiniClusterObject()),
+                    {})["spec"]["template"]["metadata"];
   EXPECT_FALSE(meta.contains("annotations"));
 }
 

@@ -158,9 +158,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"topology", json::object(),
                 "spec.topology: must be a mapping with one of required or "
                 "preferred"},
-        BadSpec{"topology", {{"required", "a b"}},
+        BadSpec{"topology",
+                {{"required", "a b"}},
                 "spec.topology.required: must be a node label key"},
-        BadSpec{"topology", {{"preferred", 3}},
+        BadSpec{"topology",
+                {{"preferred", 3}},
                 "spec.topology.preferred: must be a node label key"},
         BadSpec{"topology",
                 {{"required", "example.com/rack"},
@@ -532,8 +534,7 @@ TEST(MiniClusterParse, ReadsTopology) {
             "spec.topology writes Kueue's topology request; remove this "
             "annotation or spec.topology");
   object["spec"].erase("podAnnotations");
-  object["spec"]["topology"] = {{"required", "example.com/rack"},
-                                {"slice", 2}};
+  object["spec"]["topology"] = {{"required", "example.com/rack"}, {"slice", 2}};
   EXPECT_EQ(UnknownFields(object),
             std::vector<std::string>{
                 "spec.topology.slice: unknown field; spec.topology has "
