@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """docs/admin/kueue.md and docs/user/queueing.md show only YAML that the Kueue
 scenario test applies: every ```yaml block in them must be byte-identical to a file of examples/ (the
-scenario, kueue_test.py, applies every file of examples/kueue/). Each block
+scenario, kueue_test.py, applies every file of examples/kueue/ but
+topology.yaml, which test/node/multinode_node_test.py applies). Each block
 is preceded by a line naming its file, so the check also catches a block
 pasted under the wrong name."""
 
