@@ -156,6 +156,7 @@ TEST(Render, KnownFieldsAreTheCrdsDeclaredOnes) {
   EXPECT_EQ(as_set(known.resources), keys(spec["resources"]["properties"]));
   EXPECT_EQ(as_set(known.toleration),
             keys(spec["tolerations"]["items"]["properties"]));
+  EXPECT_EQ(as_set(known.topology), keys(spec["topology"]["properties"]));
 }
 
 }  // namespace
