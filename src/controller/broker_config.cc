@@ -1,5 +1,6 @@
 #include "controller/broker_config.h"
 
+#include "common/names.h"
 #include "common/volume_contract.h"
 #include "controller/broker_grant.h"
 #include "controller/object_names.h"
@@ -68,6 +69,29 @@ std::string AdmittedDir(const DesiredOptions& opts) {
 
 std::string AdmittedCountPath(const DesiredOptions& opts) {
   return AdmittedDir(opts) + "/" + kAdmittedCountFile;
+}
+
+std::string TopologyDir(const DesiredOptions& opts) {
+  return opts.config_mount_path + "/topology";
+}
+
+bool ResourcesCarryTopology(const MiniCluster& mc) {
+  return !mc.spec.topology.level().empty() &&
+         BrokerResourcesOf(mc.spec.resources).cores > 0;
+}
+
+std::string TopologyResourceConfig(
+    const MiniCluster& mc,
+    const std::map<std::string, std::vector<int>>& indexes_by_domain) {
+  std::string toml;
+  for (const auto& [domain, indexes] : indexes_by_domain) {
+    // A node label value, which has none of the characters RFC 20 keeps
+    // out of a property name; an empty one names no domain.
+    if (domain.empty() || !common::IsLabelValue(domain)) continue;
+    toml += "[[resource.config]]\nhosts = \"" + HostlistOf(mc, indexes) +
+            "\"\nproperties = [\"" + domain + "\"]\n";
+  }
+  return toml;
 }
 
 std::string NodeResourcePath(const DesiredOptions& opts) {

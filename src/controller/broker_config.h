@@ -3,7 +3,9 @@
 // (desired.h) writes both into the pod.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "controller/desired_options.h"
 #include "controller/minicluster.h"
@@ -27,6 +29,22 @@ inline constexpr char kAdmittedValidatorFile[] = "admitted.py";
 inline constexpr char kAdmittedCountFile[] = "count";
 std::string AdmittedDir(const DesiredOptions& opts);
 std::string AdmittedCountPath(const DesiredOptions& opts);
+
+// The ranks' topology domains (kTopologyAnnotation): the downward API
+// volume's directory and file, and how long the lead waits for them.
+inline constexpr char kTopologyFile[] = "resource.toml";
+inline constexpr int kTopologyWaitSeconds = 60;
+std::string TopologyDir(const DesiredOptions& opts);
+// Whether the lead adds the ranks' domains to its R: spec.topology is set
+// and R comes from the pods' grant ([[resource.config]]; flux-core takes no
+// properties beside an R file).
+bool ResourcesCarryTopology(const MiniCluster& mc);
+// [[resource.config]] entries giving each domain's ranks (by the broker
+// hostnames of `indexes_by_domain`) that domain's name as a property;
+// domains that are not a valid Flux property are left out.
+std::string TopologyResourceConfig(
+    const MiniCluster& mc,
+    const std::map<std::string, std::vector<int>>& indexes_by_domain);
 
 // A MiniCluster without a CPU grant describes its ranks by rank 0's node:
 // this shell line (with `flux` the command that runs Flux) writes that R to

@@ -180,6 +180,21 @@ while True:
         sys.exit(1)
     time.sleep(0.2))";
 
+// The file's text once it has any; exit 1 past the deadline.
+constexpr char kFileTextWait[] = R"(import sys, time
+path, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        text = open(path).read().strip()
+    except OSError:
+        text = ''
+    if text:
+        print(text)
+        sys.exit(0)
+    if time.monotonic() > end:
+        sys.exit(1)
+    time.sleep(0.2))";
+
 // Nodes are counted where the jobspec asks for them (`-N`); a job that
 // asks only for slots is placed by the scheduler within the admitted ones.
 constexpr char kAdmittedValidator[] =
@@ -234,6 +249,8 @@ int ReadinessReuseSeconds(int size) {
 std::string SchedulerGate() { return std::string(kCommon) + kSchedulerGate; }
 
 std::string AdmittedCountWait() { return kAdmittedCountWait; }
+
+std::string FileTextWait() { return kFileTextWait; }
 
 std::string AdmittedValidator(const std::string& count_path, int size) {
   // The path is the controller's (DesiredOptions), quoted by repr's rules

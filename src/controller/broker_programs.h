@@ -34,6 +34,9 @@ std::string SchedulerGate();
 // prints the count once FILE (the downward API's view of the lead pod's
 // annotation) holds one, exit 1 when none came in SECONDS.
 std::string AdmittedCountWait();
+// The same for any text (the ranks' topology): prints FILE's text once it
+// has any, exit 1 when none came in SECONDS.
+std::string FileTextWait();
 
 // The instance's job validator plugin (flux job-validator loads a plugin by
 // its path): a job asking for more nodes than the brokers Kueue admitted

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 
 #include "controller/desired.h"
 #include "kube/informer.h"
@@ -87,6 +88,14 @@ bool ReadyBroker(const json& pod) {
          !kube::FieldAt(pod, "metadata").contains("deletionTimestamp");
 }
 
+// Neither deleted nor finished: a broker that is or will be running.
+bool Live(const json& pod) {
+  const std::string& phase =
+      kube::StringAt(kube::FieldAt(pod, "status"), "phase");
+  return !kube::FieldAt(pod, "metadata").contains("deletionTimestamp") &&
+         phase != "Succeeded" && phase != "Failed";
+}
+
 int IndexOf(const json& pod) {
   const std::string& label = kube::StringAt(
       kube::FieldAt(kube::FieldAt(pod, "metadata"), "labels"), kIndexLabel);
@@ -121,7 +130,8 @@ void TrimPodForCache(json& pod) {
       kube::StringAt(kube::FieldAt(m, "labels"), kIndexLabel);
   if (!index.empty()) metadata["labels"][kIndexLabel] = index;
   for (const char* key : {kFailureCounts[0], kFailureCounts[1],
-                          static_cast<const char*>(kAdmittedAnnotation)}) {
+                          static_cast<const char*>(kAdmittedAnnotation),
+                          static_cast<const char*>(kTopologyAnnotation)}) {
     const json& value = kube::FieldAt(kube::FieldAt(m, "annotations"), key);
     if (value.is_string()) metadata["annotations"][key] = value;
   }
@@ -155,7 +165,55 @@ void TrimPodForCache(json& pod) {
     status["containerStatuses"] = json::array(
         {{{"name", kBrokerContainerName}, {"state", std::move(state)}}});
   }
+  const std::string node =
+      kube::StringAt(kube::FieldAt(pod, "spec"), "nodeName");
   pod = json{{"metadata", std::move(metadata)}, {"status", std::move(status)}};
+  if (!node.empty()) pod["spec"] = {{"nodeName", node}};
+}
+
+const json* LivePodOfIndex0(const std::vector<json>& pods) {
+  for (const json& pod : pods) {
+    if (IndexOf(pod) == 0 && Live(pod)) return &pod;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> NodesToLookUp(const std::vector<json>& pods,
+                                       int expected) {
+  const json* lead = LivePodOfIndex0(pods);
+  if (lead == nullptr ||
+      kube::FieldAt(kube::FieldAt(*lead, "metadata"), "annotations")
+          .contains(kTopologyAnnotation)) {
+    return {};
+  }
+  std::set<std::string> nodes;
+  int placed = 0;
+  for (const json& pod : pods) {
+    if (!Live(pod)) continue;
+    const std::string& node =
+        kube::StringAt(kube::FieldAt(pod, "spec"), "nodeName");
+    if (node.empty()) return {};
+    nodes.insert(node);
+    ++placed;
+  }
+  if (placed < expected) return {};
+  return {nodes.begin(), nodes.end()};
+}
+
+std::optional<std::map<std::string, std::vector<int>>> IndexesByDomain(
+    const std::vector<json>& pods, int expected,
+    const std::map<std::string, std::string>& domain_of_node) {
+  if (NodesToLookUp(pods, expected).empty()) return std::nullopt;
+  std::map<std::string, std::vector<int>> out;
+  for (const json& pod : pods) {
+    if (!Live(pod)) continue;
+    auto it = domain_of_node.find(
+        kube::StringAt(kube::FieldAt(pod, "spec"), "nodeName"));
+    if (it == domain_of_node.end()) return std::nullopt;
+    out[it->second].push_back(IndexOf(pod));
+  }
+  for (auto& [domain, indexes] : out) std::ranges::sort(indexes);
+  return out;
 }
 
 std::string DownBrokers(const std::vector<json>& pods, int size) {

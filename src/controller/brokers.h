@@ -2,6 +2,7 @@
 // pods (the Degraded condition's message, docs/user/broker-loss.md).
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,11 +22,25 @@ int AdmittedSize(const MiniCluster& mc, const nlohmann::json& job);
 std::vector<const nlohmann::json*> LeadPodsToTell(
     const std::vector<nlohmann::json>& pods, const std::string& count);
 
-// Keeps of a broker pod what DownBrokers, LeadReplacements and
-// LeadPodsToTell read: its index label, the Job controller's failure
-// counts, kAdmittedAnnotation, creation and deletion times, owner, and of its
-// status the phase, the Ready and DisruptionTarget conditions and the broker
-// container's state.
+// The nodes whose spec.topology level the lead's pod waits for: those of
+// the `expected` running brokers once each has a node and the live lead
+// pod has no kTopologyAnnotation yet; empty otherwise.
+std::vector<std::string> NodesToLookUp(const std::vector<nlohmann::json>& pods,
+                                       int expected);
+// Each domain's broker indexes (ascending), from `domain_of_node` (node ->
+// its label value), for the live pods; nullopt unless NodesToLookUp's
+// conditions hold and every node is known.
+std::optional<std::map<std::string, std::vector<int>>> IndexesByDomain(
+    const std::vector<nlohmann::json>& pods, int expected,
+    const std::map<std::string, std::string>& domain_of_node);
+// The live lead pod (index 0, neither deleted nor finished), or nullptr.
+const nlohmann::json* LivePodOfIndex0(const std::vector<nlohmann::json>& pods);
+
+// Keeps of a broker pod what DownBrokers, LeadReplacements, LeadPodsToTell
+// and the topology read: its index label, the Job controller's failure
+// counts, kAdmittedAnnotation and kTopologyAnnotation, creation and
+// deletion times, owner, its node, and of its status the phase, the Ready
+// and DisruptionTarget conditions and the broker container's state.
 void TrimPodForCache(nlohmann::json& pod);
 
 // "index 1 (OOMKilled), index 2 (evicted)": each index below `size` none of

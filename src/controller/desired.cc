@@ -116,6 +116,11 @@ json VolumeMounts(const MiniCluster& mc, const DesiredOptions& opts) {
                       {"mountPath", AdmittedDir(opts)},
                       {"readOnly", true}});
   }
+  if (ResourcesCarryTopology(mc)) {
+    mounts.push_back({{"name", kTopologyVolume},
+                      {"mountPath", TopologyDir(opts)},
+                      {"readOnly", true}});
+  }
   for (const auto& mount : mc.spec.volume_mounts) mounts.push_back(mount);
   return mounts;
 }
@@ -172,6 +177,17 @@ json Volumes(const MiniCluster& mc, const DesiredOptions& opts) {
                                     {{"fieldPath",
                                       std::string("metadata.annotations['") +
                                           kAdmittedAnnotation + "']"}}}}})}}}});
+  }
+  if (ResourcesCarryTopology(mc)) {
+    // Empty until the controller annotates the lead's pod.
+    volumes.push_back(
+        {{"name", kTopologyVolume},
+         {"downwardAPI",
+          {{"items", json::array({{{"path", kTopologyFile},
+                                   {"fieldRef",
+                                    {{"fieldPath",
+                                      std::string("metadata.annotations['") +
+                                          kTopologyAnnotation + "']"}}}}})}}}});
   }
   if (!mc.spec.flux.state_claim.empty()) {
     // One template for every index: followers mount it too, unused.
@@ -510,6 +526,29 @@ std::string WriteBrokerConfig(const MiniCluster& mc,
          " > " + opts.config_mount_path + "/" + kAdmittedValidatorFile + "\n";
 }
 
+// The lead adds its ranks' domains (TopologyResourceConfig, from the
+// controller's annotation) to broker.toml; without them in time it starts
+// as without spec.topology.
+std::string AppendTopology(const MiniCluster& mc, const DesiredOptions& opts) {
+  if (!ResourcesCarryTopology(mc)) return "";
+  const std::string wait = std::to_string(kTopologyWaitSeconds);
+  return "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
+         "  topology=$(" +
+         FluxCommand(mc, opts) + " python -c " + ShellQuote(FileTextWait()) +
+         " " + TopologyDir(opts) + "/" + kTopologyFile + " " + wait +
+         ") || topology=\n"
+         "  if [ -n \"$topology\" ]; then\n"
+         "    printf '%s\\n' \"$topology\" >> " +
+         opts.config_mount_path +
+         "/broker.toml\n"
+         "  else\n"
+         "    echo \"flux-broker: no topology in " +
+         wait + " s (annotation " + kTopologyAnnotation +
+         "): the ranks have no domain properties\" >&2\n"
+         "  fi\n"
+         "fi\n";
+}
+
 std::string BrokerCommand(const MiniCluster& mc, const DesiredOptions& opts) {
   const std::string config = opts.config_mount_path + "/broker.toml";
   std::string command = GatesScheduler(mc) ? "FLUX_SCHED_MODULE=$sched " : "";
@@ -538,7 +577,9 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   std::string script;
   script += "# Written by minicluster-controller; the same for every index.\n";
   script += "set -eu\n";
-  if (!mc.MayAdmitFewer()) script += WriteBrokerConfig(mc, opts);
+  if (!mc.MayAdmitFewer()) {
+    script += WriteBrokerConfig(mc, opts) + AppendTopology(mc, opts);
+  }
   script += "printf '%s' " + ShellQuote(ShellRc()) + " > " +
             opts.config_mount_path + "/" + kShellRcFile + "\n";
   script += NodeResourceCommand(mc, opts, FluxCommand(mc, opts));
@@ -555,7 +596,7 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += TrapTerm(mc);
   if (mc.MayAdmitFewer()) {
     script += AdmittedCount(mc, opts);
-    script += WriteBrokerConfig(mc, opts);
+    script += WriteBrokerConfig(mc, opts) + AppendTopology(mc, opts);
   }
   if (GatesScheduler(mc)) {
     script += "sched=\ngate=\n[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || ";

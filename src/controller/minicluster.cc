@@ -588,7 +588,8 @@ void ReadServiceAccount(const json& spec, PodFields& pod, Errors& errors) {
 
 bool IsOwnedVolume(const std::string& name) {
   return name == kCurveVolume || name == kConfigVolume || name == kRunVolume ||
-         name == kViewVolume || name == kStateVolume || name == kAdmittedVolume;
+         name == kViewVolume || name == kStateVolume ||
+         name == kAdmittedVolume || name == kTopologyVolume;
 }
 
 void CheckVolume(const json& volume, const std::string& where,

@@ -53,6 +53,12 @@ inline constexpr char kStateVolume[] = "flux-state";
 // the lead's start script and to the instance's job validator.
 inline constexpr char kAdmittedVolume[] = "flux-admitted";
 inline constexpr char kAdmittedAnnotation[] = "minicluster.dev/admitted";
+// Each rank's domain of spec.topology's level, as [[resource.config]]
+// entries with a property each, on the lead's pod: the controller sets the
+// annotation once every broker has a node, a downward API volume
+// (kTopologyVolume) shows it to the lead's start script.
+inline constexpr char kTopologyVolume[] = "flux-topology";
+inline constexpr char kTopologyAnnotation[] = "minicluster.dev/topology";
 // Where spec.flux.state's claim is mounted; rank 0's statedir is
 // <here>/<MiniCluster name>.
 inline constexpr char kStateMountPath[] = "/var/lib/flux";

@@ -139,6 +139,35 @@ void AdmittedCountSteps(const MiniCluster& mc, const json& job,
   }
 }
 
+// spec.topology: once every broker has a node, the lead's pod is told each
+// rank's domain, which its start script adds to R (broker_config.h).
+void TopologySteps(const MiniCluster& mc, const json& job,
+                   const Observed& observed, std::vector<Action>& actions) {
+  if (!ResourcesCarryTopology(mc) || observed.pods == nullptr ||
+      observed.node_domains == nullptr || JobSuspended(job) ||
+      JobFinished(job)) {
+    return;
+  }
+  const auto domains = IndexesByDomain(*observed.pods, AdmittedSize(mc, job),
+                                       *observed.node_domains);
+  const json* lead = LivePodOfIndex0(*observed.pods);
+  if (!domains || lead == nullptr) return;
+  std::string text = TopologyResourceConfig(mc, *domains);
+  // Said, so that the lead does not wait for it.
+  if (text.empty()) text = "# no broker's node has " + mc.spec.topology.level();
+  const std::string& name = kube::ObjectMeta(*lead).name();
+  actions.push_back({Action::Kind::kApplyLeadTopology,
+                     kube::ObjectPath("v1", "pods", mc.namespace_name, name),
+                     {{"apiVersion", "v1"},
+                      {"kind", "Pod"},
+                      {"metadata",
+                       {{"name", name},
+                        {"namespace", mc.namespace_name},
+                        {"annotations", {{kTopologyAnnotation, text}}}}}},
+                     kTopologyFieldManager,
+                     true});
+}
+
 // An existing Job: its metadata, and spec.suspend of an unqueued one.
 void ExistingJobSteps(const MiniCluster& mc, const json& job,
                       std::vector<Action>& actions) {
@@ -201,6 +230,8 @@ std::string ActionName(Action::Kind kind) {
       return "set Job suspend";
     case Action::Kind::kApplyLeadAdmitted:
       return "apply the lead pod's admitted count";
+    case Action::Kind::kApplyLeadTopology:
+      return "apply the lead pod's topology";
     case Action::Kind::kApplyStatus:
       return "apply status";
   }
@@ -244,6 +275,7 @@ std::vector<Action> PlanReconcile(
     } else if (!JobInTheWay(mc, observed.job)) {
       ExistingJobSteps(mc, *observed.job, actions);
       AdmittedCountSteps(mc, *observed.job, observed.pods, actions);
+      TopologySteps(mc, *observed.job, observed, actions);
     }
   }
   if (auto status = StatusStep(*parsed, observed, now, false))

@@ -20,10 +20,13 @@
 //  * The Service and the NetworkPolicy are fully owned: created, then
 //    applied with force by "minicluster-controller" when they drift.
 //  * Of a pod, only the lead's kAdmittedAnnotation, applied by
-//    "minicluster-controller" when Kueue may admit fewer brokers than size.
+//    "minicluster-controller" when Kueue may admit fewer brokers than size,
+//    and its kTopologyAnnotation, applied once by
+//    "minicluster-controller-topology" when spec.topology is set.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -37,6 +40,10 @@ inline constexpr char kFieldManager[] = "minicluster-controller";
 inline constexpr char kCreateFieldManager[] = "minicluster-controller-create";
 inline constexpr char kLauncherFieldManager[] =
     "minicluster-controller-launcher";
+// The lead pod's kTopologyAnnotation, apart from its admitted count (one
+// manager's apply would drop the other's annotation).
+inline constexpr char kTopologyFieldManager[] =
+    "minicluster-controller-topology";
 
 // What the caches hold for one MiniCluster; nullptr means absent.
 struct Observed {
@@ -46,6 +53,8 @@ struct Observed {
   const nlohmann::json* workload = nullptr;
   const nlohmann::json* network_policy = nullptr;
   const std::vector<nlohmann::json>* pods = nullptr;  // the Job's
+  // spec.topology's level on the nodes of NodesToLookUp (brokers.h).
+  const std::map<std::string, std::string>* node_domains = nullptr;
 };
 
 struct Action {
@@ -58,6 +67,7 @@ struct Action {
     kApplyJob,
     kSetJobSuspend,
     kApplyLeadAdmitted,
+    kApplyLeadTopology,
     kApplyStatus
   };
   Kind kind;

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/volume_contract.h"
+#include "controller/brokers.h"
 #include "controller/copied_job.h"
 #include "controller/status.h"
 #include "kube/api_path.h"
@@ -104,8 +105,8 @@ std::string RetryReasonName(RetryReason reason) {
 
 Observed Reconciler::Snapshot::View() const {
   auto ptr = [](const std::optional<json>& o) { return o ? &*o : nullptr; };
-  return {&minicluster,  ptr(service),        ptr(job),
-          ptr(workload), ptr(network_policy), &pods};
+  return {&minicluster,        ptr(service), ptr(job),     ptr(workload),
+          ptr(network_policy), &pods,        &node_domains};
 }
 
 std::optional<json> Reconciler::WorkloadOf(const json& job) const {
@@ -131,6 +132,24 @@ std::optional<Reconciler::Snapshot> Reconciler::Observe(
     snapshot.pods = caches_.pods.ByIndex(kube::ObjectMeta(*snapshot.job).uid());
   }
   return snapshot;
+}
+
+void Reconciler::LookUpNodeDomains(const MiniCluster& mc, Snapshot& snapshot) {
+  if (!ResourcesCarryTopology(mc) || !snapshot.job) return;
+  for (const std::string& node :
+       NodesToLookUp(snapshot.pods, AdmittedSize(mc, *snapshot.job))) {
+    const kube::HttpResponse got =
+        api_.Get(kube::ObjectPath("v1", "nodes", "", node));
+    const json object = json::parse(got.body, nullptr, false);
+    if (!got.ok() || !object.is_object()) {
+      spdlog::warn("minicluster {}/{}: get node {} for its topology: {}",
+                   mc.namespace_name, mc.name, node, got.Describe());
+      continue;
+    }
+    snapshot.node_domains[node] = kube::StringAt(
+        kube::FieldAt(kube::FieldAt(object, "metadata"), "labels"),
+        mc.spec.topology.level());
+  }
 }
 
 std::expected<std::optional<json>, std::string> Reconciler::GetMiniCluster(
@@ -172,6 +191,8 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   const std::string now = kube::FormatTime(clock_now);
   const std::optional<ParsedMiniCluster> parsed =
       ParseObserved(snapshot->View());
+  if (parsed && parsed->errors.empty())
+    LookUpNodeDomains(parsed->mc, *snapshot);
   const auto plan = PlanReconcile(snapshot->View(), parsed, options_, now);
   ReconcileResult result = Execute(key, *snapshot, parsed, plan, now);
   if (result.retry() || !parsed) return result;

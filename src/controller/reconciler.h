@@ -101,6 +101,7 @@ class Reconciler {
     nlohmann::json minicluster;
     std::optional<nlohmann::json> service, job, workload, network_policy;
     std::vector<nlohmann::json> pods;
+    std::map<std::string, std::string> node_domains;
     Observed View() const;
   };
   // What creating the Job showed about it.
@@ -112,6 +113,10 @@ class Reconciler {
   };
 
   std::optional<Snapshot> Observe(const std::string& key) const;
+  // spec.topology's level on the nodes its lead pod waits for (GETs, since
+  // the controller caches no Nodes; a failed one is left out and tried at
+  // the next reconcile).
+  void LookUpNodeDomains(const MiniCluster& mc, Snapshot& snapshot);
   // The worker role: the Service and NetworkPolicy of the Job "<key>" if
   // MultiKueue copied it here (copied_job.h); nothing for any other key.
   ReconcileResult ReconcileCopiedJob(const std::string& key);

@@ -149,9 +149,17 @@ TEST(TrimPodForCache, KeepsWhatDownBrokersReadsAndNoMore) {
                        "PreemptionByScheduler");
   pod["metadata"]["ownerReferences"] = json::array(
       {{{"kind", "Job"}, {"name", "mc"}, {"uid", "u1"}, {"controller", true}}});
+  pod["spec"]["containers"] = json::array({{{"name", "flux-broker"}}});
   TrimPodForCache(pod);
   EXPECT_FALSE(pod.contains("spec"));
   EXPECT_FALSE(pod["metadata"].contains("annotations"));
+  // Of the spec, only the node (spec.topology's domains).
+  json placed = Pod(1, "00", true);
+  placed["spec"] = {{"nodeName", "n2"}, {"containers", json::array()}};
+  placed["metadata"]["annotations"][kTopologyAnnotation] = "x";
+  TrimPodForCache(placed);
+  EXPECT_EQ(placed["spec"], (json{{"nodeName", "n2"}}));
+  EXPECT_EQ(placed["metadata"]["annotations"][kTopologyAnnotation], "x");
   json replaced = Pod(0, "00", true);
   replaced["metadata"]["annotations"]
           ["batch.kubernetes.io/job-index-failure-count"] = "2";

@@ -709,8 +709,9 @@ class StartScriptRun {
       // `flux python` (the lead's scheduler gate) says it ran and ends.
       flux << "#!/bin/sh\nif [ \"$1\" = R ]; then printf '%s\\n' \"$@\" > "
            << dir_ << "/r-args; echo '{\"version\": 1}'; exit 0; fi\n"
-           << "if [ \"$1\" = python ]; then case $4 in */admitted/count) "
-              "exec cat \"$4\";; esac; printf '%s\\n' \"$4\" \"$5\" > "
+           << "if [ \"$1\" = python ]; then case $4 in */admitted/count|"
+              "*/topology/resource.toml) exec cat \"$4\";; esac; "
+              "printf '%s\\n' \"$4\" \"$5\" > "
            << dir_ << "/gate-args; exit 0; fi\n"
            << (flux_on_term.empty() ? "" : "trap '" + flux_on_term + "' TERM\n")
            << "echo \"${FLUX_SCHED_MODULE-unset}\" >> " << dir_ << "/starts\n"
@@ -1044,6 +1045,40 @@ TEST(DesiredJob, TopologyBecomesKueuesPodSetAnnotation) {
   meta = DesiredJob(Parse(MiniClusterObject()),
                     {})["spec"]["template"]["metadata"];
   EXPECT_FALSE(meta.contains("annotations"));
+}
+
+TEST(StartScript, TheLeadAddsItsRanksDomainsToR) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  json object = MiniClusterObject();
+  object["spec"]["flux"] = {{"fromImage", true}};
+  object["spec"]["topology"] = {{"required", "example.com/rack"}};
+  object["spec"]["resources"] = {{"limits", {{"cpu", "2"}}}};
+  const MiniCluster mc = Parse(object);
+  const std::string script = StartScript(mc, opts);
+  std::filesystem::create_directories(run.dir() + "/topology");
+  const std::string domains =
+      TopologyResourceConfig(mc, {{"rack-a", {0, 1}}, {"rack-b", {2, 3}}});
+  std::ofstream(run.dir() + "/topology/resource.toml") << domains;
+  EXPECT_EQ(run.Run(script, 0, "exit 0"), 0);
+  const std::string toml = run.Read("broker.toml");
+  EXPECT_NE(toml.find("cores = \"0-1\"\n"), std::string::npos) << toml;
+  EXPECT_TRUE(toml.ends_with(domains)) << toml;
+  EXPECT_NE(domains.find("hosts = \"demo-[2-3]\"\nproperties = [\"rack-b\"]"),
+            std::string::npos)
+      << domains;
+  // A follower neither waits nor adds them.
+  EXPECT_EQ(run.Run(script, 1, "exit 0"), 0);
+  EXPECT_EQ(run.Read("broker.toml").find("properties"), std::string::npos);
+  // The pod mounts the annotation, as the admitted count's.
+  const json job = DesiredJob(mc, opts);
+  const json& volume = PodSpec(job)["volumes"].back();
+  EXPECT_EQ(volume["name"], kTopologyVolume);
+  EXPECT_EQ(volume["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"],
+            "metadata.annotations['minicluster.dev/topology']");
+  // A domain that is no label value (so no property name) is left out.
+  EXPECT_EQ(TopologyResourceConfig(mc, {{"a b", {0}}, {"", {1}}}), "");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "controller/brokers.h"
 #include "controller/copied_job.h"
 #include "controller/events.h"
 #include "controller/status.h"
@@ -1023,6 +1024,67 @@ TEST(Reconciler, WorkerRecordsNothingForACopiedJobWithNothingInTheWay) {
   f.jobs.Upsert(CachedCopiedJob());
   f.reconciler.Reconcile("science/demo");
   EXPECT_TRUE(f.events.recorded.empty());
+}
+
+TEST(PlanReconcile, TellsTheLeadPodEachRanksDomainOnceEveryBrokerHasANode) {
+  json mc = MiniClusterObject();
+  mc["spec"]["topology"] = {{"required", "example.com/rack"}};
+  mc["spec"]["resources"] = {{"limits", {{"cpu", "2"}}}};
+  const json svc = StoredService(mc);
+  const json np = StoredNetworkPolicy(mc);
+  const json job = StoredJob(mc, false);
+  auto pod = [](int index, const char* node) {
+    json p{{"metadata",
+            {{"name", "demo-" + std::to_string(index) + "-a"},
+             {"labels",
+              {{"batch.kubernetes.io/job-completion-index",
+                std::to_string(index)}}}}},
+           {"status", {{"phase", "Running"}}}};
+    if (*node) p["spec"]["nodeName"] = node;
+    return p;
+  };
+  std::vector<json> pods = {pod(0, "n1"), pod(1, "n1"), pod(2, "n2"),
+                            pod(3, "")};
+  const std::map<std::string, std::string> domains = {
+      {"n1", "rack-a"}, {"n2", "rack-b"}, {"n3", "rack-a"}};
+  const auto plan = [&] {
+    Observed o{&mc, &svc, &job, nullptr, &np, &pods, &domains};
+    return PlanReconcile(o, kOptions, kNow);
+  };
+  // Index 3 has no node yet: nothing said.
+  EXPECT_EQ(Kinds(plan()), (std::vector<K>{K::kApplyStatus}));
+  // NodesToLookUp asks for the nodes only then.
+  EXPECT_TRUE(NodesToLookUp(pods, 4).empty());
+  pods[3]["spec"]["nodeName"] = "n3";
+  EXPECT_EQ(NodesToLookUp(pods, 4),
+            (std::vector<std::string>{"n1", "n2", "n3"}));
+  auto actions = plan();
+  ASSERT_EQ(Kinds(actions),
+            (std::vector<K>{K::kApplyLeadTopology, K::kApplyStatus}));
+  EXPECT_EQ(actions[0].path, "/api/v1/namespaces/science/pods/demo-0-a");
+  EXPECT_EQ(actions[0].field_manager, "minicluster-controller-topology");
+  EXPECT_EQ(actions[0].body["metadata"]["annotations"][kTopologyAnnotation],
+            "[[resource.config]]\nhosts = \"demo-[0-1,3]\"\n"
+            "properties = [\"rack-a\"]\n"
+            "[[resource.config]]\nhosts = \"demo-[2]\"\n"
+            "properties = [\"rack-b\"]\n");
+  // Said once: the lead reads it once, before its broker starts.
+  pods[0]["metadata"]["annotations"] = {{kTopologyAnnotation, "x"}};
+  EXPECT_EQ(Kinds(plan()), (std::vector<K>{K::kApplyStatus}));
+  EXPECT_TRUE(NodesToLookUp(pods, 4).empty());
+  // Nodes without the label: said so, and the lead goes on without.
+  pods[0]["metadata"].erase("annotations");
+  const std::map<std::string, std::string> unlabelled = {
+      {"n1", ""}, {"n2", ""}, {"n3", ""}};
+  Observed o{&mc, &svc, &job, nullptr, &np, &pods, &unlabelled};
+  actions = PlanReconcile(o, kOptions, kNow);
+  ASSERT_EQ(Kinds(actions),
+            (std::vector<K>{K::kApplyLeadTopology, K::kApplyStatus}));
+  EXPECT_EQ(actions[0].body["metadata"]["annotations"][kTopologyAnnotation],
+            "# no broker's node has example.com/rack");
+  // Without a CPU grant R is rank 0's node's, which takes no properties.
+  mc["spec"].erase("resources");
+  EXPECT_EQ(Kinds(plan()), (std::vector<K>{K::kApplyStatus}));
 }
 
 }  // namespace
