@@ -297,6 +297,19 @@ std::string StateClaimOfJob(const json& job) {
       "claimName");
 }
 
+std::string TopologyLevelOfJob(const json& job) {
+  if (TemplateVolume(job, kTopologyVolume).is_null()) return "";
+  const json& annotations = kube::FieldAt(
+      kube::FieldAt(kube::FieldAt(kube::FieldAt(job, "spec"), "template"),
+                    "metadata"),
+      "annotations");
+  const std::string& required =
+      kube::StringAt(annotations, kRequiredTopologyAnnotation);
+  return required.empty()
+             ? kube::StringAt(annotations, kPreferredTopologyAnnotation)
+             : required;
+}
+
 json FluxResourcesOfJob(const json& job) {
   const json& containers = kube::FieldAt(
       kube::FieldAt(kube::FieldAt(kube::FieldAt(job, "spec"), "template"),

@@ -44,6 +44,10 @@ inline constexpr int kAdmittedWaitSeconds = 60;
 // The claim of spec.flux.state in the Job's pod template (what its pods
 // mount), or "".
 std::string StateClaimOfJob(const nlohmann::json& job);
+// The topology level whose domains the Job's lead waits for (its template
+// mounts kTopologyVolume), or "". From the Job: the MiniCluster's cache
+// keeps neither spec.topology nor spec.resources.
+std::string TopologyLevelOfJob(const nlohmann::json& job);
 
 // local:///run/flux/local: the broker's local URI, also set as FLUX_URI in
 // every container (and so in `kubectl exec` and exec probes).

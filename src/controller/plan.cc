@@ -143,7 +143,8 @@ void AdmittedCountSteps(const MiniCluster& mc, const json& job,
 // rank's domain, which its start script adds to R (broker_config.h).
 void TopologySteps(const MiniCluster& mc, const json& job,
                    const Observed& observed, std::vector<Action>& actions) {
-  if (!ResourcesCarryTopology(mc) || observed.pods == nullptr ||
+  const std::string level = TopologyLevelOfJob(job);
+  if (level.empty() || observed.pods == nullptr ||
       observed.node_domains == nullptr || JobSuspended(job) ||
       JobFinished(job)) {
     return;
@@ -154,7 +155,7 @@ void TopologySteps(const MiniCluster& mc, const json& job,
   if (!domains || lead == nullptr) return;
   std::string text = TopologyResourceConfig(mc, *domains);
   // Said, so that the lead does not wait for it.
-  if (text.empty()) text = "# no broker's node has " + mc.spec.topology.level();
+  if (text.empty()) text = "# no broker's node has " + level;
   const std::string& name = kube::ObjectMeta(*lead).name();
   actions.push_back({Action::Kind::kApplyLeadTopology,
                      kube::ObjectPath("v1", "pods", mc.namespace_name, name),

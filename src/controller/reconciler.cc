@@ -135,7 +135,9 @@ std::optional<Reconciler::Snapshot> Reconciler::Observe(
 }
 
 void Reconciler::LookUpNodeDomains(const MiniCluster& mc, Snapshot& snapshot) {
-  if (!ResourcesCarryTopology(mc) || !snapshot.job) return;
+  if (!snapshot.job) return;
+  const std::string level = TopologyLevelOfJob(*snapshot.job);
+  if (level.empty()) return;
   for (const std::string& node :
        NodesToLookUp(snapshot.pods, AdmittedSize(mc, *snapshot.job))) {
     const kube::HttpResponse got =
@@ -147,8 +149,7 @@ void Reconciler::LookUpNodeDomains(const MiniCluster& mc, Snapshot& snapshot) {
       continue;
     }
     snapshot.node_domains[node] = kube::StringAt(
-        kube::FieldAt(kube::FieldAt(object, "metadata"), "labels"),
-        mc.spec.topology.level());
+        kube::FieldAt(kube::FieldAt(object, "metadata"), "labels"), level);
   }
 }
 

@@ -1068,6 +1068,14 @@ TEST(PlanReconcile, TellsTheLeadPodEachRanksDomainOnceEveryBrokerHasANode) {
             "properties = [\"rack-a\"]\n"
             "[[resource.config]]\nhosts = \"demo-[2]\"\n"
             "properties = [\"rack-b\"]\n");
+  // The cache keeps neither spec.topology nor the grant: the Job says.
+  json trimmed = mc;
+  TrimMiniClusterForCache(trimmed);
+  {
+    Observed o{&trimmed, &svc, &job, nullptr, &np, &pods, &domains};
+    EXPECT_EQ(Kinds(PlanReconcile(o, kOptions, kNow)),
+              (std::vector<K>{K::kApplyLeadTopology, K::kApplyStatus}));
+  }
   // Said once: the lead reads it once, before its broker starts.
   pods[0]["metadata"]["annotations"] = {{kTopologyAnnotation, "x"}};
   EXPECT_EQ(Kinds(plan()), (std::vector<K>{K::kApplyStatus}));
@@ -1082,9 +1090,15 @@ TEST(PlanReconcile, TellsTheLeadPodEachRanksDomainOnceEveryBrokerHasANode) {
             (std::vector<K>{K::kApplyLeadTopology, K::kApplyStatus}));
   EXPECT_EQ(actions[0].body["metadata"]["annotations"][kTopologyAnnotation],
             "# no broker's node has example.com/rack");
-  // Without a CPU grant R is rank 0's node's, which takes no properties.
+  // Without a CPU grant R is rank 0's node's, which takes no properties:
+  // its Job mounts no topology.
   mc["spec"].erase("resources");
-  EXPECT_EQ(Kinds(plan()), (std::vector<K>{K::kApplyStatus}));
+  const json ungranted = StoredJob(mc, false);
+  EXPECT_EQ(TopologyLevelOfJob(ungranted), "");
+  EXPECT_EQ(TopologyLevelOfJob(job), "example.com/rack");
+  Observed without{&mc, &svc, &ungranted, nullptr, &np, &pods, &domains};
+  EXPECT_EQ(Kinds(PlanReconcile(without, kOptions, kNow)),
+            (std::vector<K>{K::kApplyStatus}));
 }
 
 }  // namespace
