@@ -69,7 +69,24 @@ json TemplateSkeleton(const json& job) {
         {{"name", kStateVolume},
          {"persistentVolumeClaim", {{"claimName", std::move(claim)}}}});
   }
+  if (!TopologyLevelOfJob(job).empty()) {
+    skeleton["volumes"].push_back({{"name", kTopologyVolume}});
+  }
   return skeleton;
+}
+
+// Kueue's topology annotation of the template, for TopologyLevelOfJob.
+json TopologyAnnotationsOfJob(const json& job) {
+  const json& annotations = kube::FieldAt(
+      kube::FieldAt(kube::FieldAt(kube::FieldAt(job, "spec"), "template"),
+                    "metadata"),
+      "annotations");
+  json kept = json::object();
+  for (const char* key :
+       {kRequiredTopologyAnnotation, kPreferredTopologyAnnotation}) {
+    if (annotations.contains(key)) kept[key] = annotations[key];
+  }
+  return kept;
 }
 
 }  // namespace
@@ -79,8 +96,12 @@ void TrimJobForCache(json& job) {
   auto spec = job.find("spec");
   if (spec == job.end() || !spec->is_object()) return;
   json skeleton = TemplateSkeleton(job);
+  json topology = TopologyAnnotationsOfJob(job);
   spec->erase("template");
   if (!skeleton.empty()) (*spec)["template"]["spec"] = std::move(skeleton);
+  if (!topology.empty()) {
+    (*spec)["template"]["metadata"]["annotations"] = std::move(topology);
+  }
 }
 
 std::string RetryReasonName(RetryReason reason) {

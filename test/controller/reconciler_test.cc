@@ -1068,11 +1068,15 @@ TEST(PlanReconcile, TellsTheLeadPodEachRanksDomainOnceEveryBrokerHasANode) {
             "properties = [\"rack-a\"]\n"
             "[[resource.config]]\nhosts = \"demo-[2]\"\n"
             "properties = [\"rack-b\"]\n");
-  // The cache keeps neither spec.topology nor the grant: the Job says.
+  // The caches keep neither spec.topology nor the grant, and of the Job
+  // only what it needs: the Job says, as the reconciler sees them.
   json trimmed = mc;
   TrimMiniClusterForCache(trimmed);
+  json cached_job = job;
+  TrimJobForCache(cached_job);
+  EXPECT_EQ(TopologyLevelOfJob(cached_job), "example.com/rack");
   {
-    Observed o{&trimmed, &svc, &job, nullptr, &np, &pods, &domains};
+    Observed o{&trimmed, &svc, &cached_job, nullptr, &np, &pods, &domains};
     EXPECT_EQ(Kinds(PlanReconcile(o, kOptions, kNow)),
               (std::vector<K>{K::kApplyLeadTopology, K::kApplyStatus}));
   }
