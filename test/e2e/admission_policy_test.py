@@ -601,7 +601,7 @@ def test_controller_confined(work):
 
 def check_pod_writes_confined(kubeconfig, ns):
     """Of a pod, the controller's token may set only the lead's admitted
-    count (minicluster.dev/admitted), and only on a pod labelled as its
+    count and topology (minicluster.dev/admitted, /topology), and only on a pod labelled as its
     own: relabelling or annotating otherwise is refused (RBAC gives it
     `patch` on every pod)."""
     container = {"containers": [{"name": "c", "image": IMAGE}]}
@@ -618,13 +618,18 @@ def check_pod_writes_confined(kubeconfig, ns):
     wait_for(f"{PODS} in force", lambda: write("other", annotations=admitted).returncode != 0,
              timeout=30)
     check_admitted(write("lab-0", annotations=admitted), "the lead's admitted count")
+    topology = {"minicluster.dev/topology": '[[resource.config]]\nhosts = "lab-0"\n'
+                                            'properties = ["rack-a"]\n'}
+    check_admitted(write("lab-0", annotations={**admitted, **topology}), "the lead's topology")
     for what, name, metadata in (
             ("another annotation on a broker pod", "lab-0", {"annotations": {"x": "1"}}),
             ("a label on a broker pod", "lab-0", {"labels": {"team": "x"}}),
             ("the admitted count on a pod not the controller's", "other",
-             {"annotations": admitted})):
+             {"annotations": admitted}),
+            ("the topology on a pod not the controller's", "other", {"annotations": topology})):
         check_policy_refused(write(name, **metadata), PODS, what,
-                             "may only set the annotation minicluster.dev/admitted")
+                             "may only set the annotations minicluster.dev/admitted and "
+                             "minicluster.dev/topology")
 
 
 DELETE_POLICY = "minicluster-controller-delete.minicluster.dev"
