@@ -281,6 +281,13 @@ def queued_by_rack(name, ns, size, **topology):
     apply(obj)
 
 
+def flux_racks(ns, lead):
+    """{rack: hostlist} as `flux resource list` in the lead shows it."""
+    out = kubectl("exec", "-n", ns, lead, "--", "flux", "resource", "list", "-no",
+                  "{properties} {nodelist}", timeout=60).stdout
+    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+
+
 def racks_used(pods):
     racks = rack_of()
     return sorted({racks[p["spec"]["nodeName"]] for p in pods})
@@ -312,6 +319,9 @@ def test_kueue_places_by_rack(work):
         check_eq(job["spec"]["template"]["metadata"]["annotations"].get(
             "kueue.x-k8s.io/podset-required-topology"), "example.com/rack", "the Job's topology request")
         check_runs_on_every_rank(ns, "one-rack", pods, "in one rack")
+        racks = flux_racks(ns, pods[0]["metadata"]["name"])
+        log(f"required rack, size 3: flux resource list: {racks}")
+        check_eq(racks, {"rack-a": "one-rack-[0-2]"}, "the racks Flux shows")
         delete_minicluster("one-rack", ns)
 
         queued_by_rack("spread", ns, 5, preferred="example.com/rack")
@@ -319,6 +329,18 @@ def test_kueue_places_by_rack(work):
         log(f"preferred rack, size 5: {json.dumps(by_node(pods), sort_keys=True)}")
         check_eq(racks_used(pods), ["rack-a", "rack-b"], "racks of a size-5 MiniCluster preferring one")
         check_runs_on_every_rank(ns, "spread", pods, "over two racks")
+        # Each rank's rack, as Kueue placed it (lowest indexes first).
+        want = {}
+        for i, p in enumerate(pods):
+            want.setdefault(rack_of()[p["spec"]["nodeName"]], []).append(i)
+        racks = flux_racks(ns, pods[0]["metadata"]["name"])
+        log(f"preferred rack, size 5: flux resource list: {racks}")
+        check_eq(sorted(racks), sorted(want), "the racks Flux shows")
+        for rack, indexes in want.items():
+            out = kubectl("exec", "-n", ns, pods[0]["metadata"]["name"], "--", "flux", "run",
+                          f"-N{len(indexes)}", f"--requires={rack}", "hostname", timeout=120).stdout
+            check_eq(sorted(out.split()), sorted(f"spread-{i}" for i in indexes),
+                     f"flux run --requires={rack}")
         delete_minicluster("spread", ns)
 
         queued_by_rack("too-big", ns, 5, required="example.com/rack")
