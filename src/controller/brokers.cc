@@ -264,13 +264,10 @@ std::vector<const json*> LeadPodsToTell(const std::vector<json>& pods,
                                         const std::string& count) {
   std::vector<const json*> out;
   for (const json& pod : pods) {
-    const json& metadata = kube::FieldAt(pod, "metadata");
-    const std::string& phase =
-        kube::StringAt(kube::FieldAt(pod, "status"), "phase");
-    if (IndexOf(pod) != 0 || metadata.contains("deletionTimestamp") ||
-        phase == "Succeeded" || phase == "Failed" ||
-        kube::StringAt(kube::FieldAt(metadata, "annotations"),
-                       kAdmittedAnnotation) == count) {
+    if (IndexOf(pod) != 0 || !Live(pod) ||
+        kube::StringAt(
+            kube::FieldAt(kube::FieldAt(pod, "metadata"), "annotations"),
+            kAdmittedAnnotation) == count) {
       continue;
     }
     out.push_back(&pod);

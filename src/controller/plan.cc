@@ -109,6 +109,23 @@ std::optional<Action> NetworkPolicyStep(const MiniCluster& mc,
                            mc.namespace_name));
 }
 
+// An apply of one annotation on the lead's pod, as field manager `manager`.
+Action LeadAnnotationApply(Action::Kind kind, const MiniCluster& mc,
+                           const json& pod, const char* key,
+                           const std::string& value, const char* manager) {
+  const std::string& name = kube::ObjectMeta(pod).name();
+  return {kind,
+          kube::ObjectPath("v1", "pods", mc.namespace_name, name),
+          {{"apiVersion", "v1"},
+           {"kind", "Pod"},
+           {"metadata",
+            {{"name", name},
+             {"namespace", mc.namespace_name},
+             {"annotations", {{key, value}}}}}},
+          manager,
+          true};
+}
+
 // Kueue may admit fewer brokers than size (the Job asks it to, with
 // kMinParallelismAnnotation: the cached MiniCluster has no minSize): once
 // the Job runs, the lead's pod is told how many (its start script waits
@@ -125,17 +142,9 @@ void AdmittedCountSteps(const MiniCluster& mc, const json& job,
   }
   const std::string count = std::to_string(AdmittedSize(mc, job));
   for (const json* pod : LeadPodsToTell(*pods, count)) {
-    const std::string& name = kube::ObjectMeta(*pod).name();
-    actions.push_back({Action::Kind::kApplyLeadAdmitted,
-                       kube::ObjectPath("v1", "pods", mc.namespace_name, name),
-                       {{"apiVersion", "v1"},
-                        {"kind", "Pod"},
-                        {"metadata",
-                         {{"name", name},
-                          {"namespace", mc.namespace_name},
-                          {"annotations", {{kAdmittedAnnotation, count}}}}}},
-                       kFieldManager,
-                       true});
+    actions.push_back(LeadAnnotationApply(Action::Kind::kApplyLeadAdmitted, mc,
+                                          *pod, kAdmittedAnnotation, count,
+                                          kFieldManager));
   }
 }
 
@@ -156,17 +165,9 @@ void TopologySteps(const MiniCluster& mc, const json& job,
   std::string text = TopologyResourceConfig(mc, *domains);
   // Said, so that the lead does not wait for it.
   if (text.empty()) text = "# no broker's node has " + level;
-  const std::string& name = kube::ObjectMeta(*lead).name();
-  actions.push_back({Action::Kind::kApplyLeadTopology,
-                     kube::ObjectPath("v1", "pods", mc.namespace_name, name),
-                     {{"apiVersion", "v1"},
-                      {"kind", "Pod"},
-                      {"metadata",
-                       {{"name", name},
-                        {"namespace", mc.namespace_name},
-                        {"annotations", {{kTopologyAnnotation, text}}}}}},
-                     kTopologyFieldManager,
-                     true});
+  actions.push_back(LeadAnnotationApply(Action::Kind::kApplyLeadTopology, mc,
+                                        *lead, kTopologyAnnotation, text,
+                                        kTopologyFieldManager));
 }
 
 // An existing Job: its metadata, and spec.suspend of an unqueued one.
