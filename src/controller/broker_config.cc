@@ -80,6 +80,23 @@ bool ResourcesCarryTopology(const MiniCluster& mc) {
          BrokerResourcesOf(mc.spec.resources).cores > 0;
 }
 
+bool WritesDomainGraph(const MiniCluster& mc) {
+  return ResourcesCarryTopology(mc) && !mc.spec.flux.scheduler.simple;
+}
+
+std::string DomainGraphPath(const DesiredOptions& opts) {
+  return opts.config_mount_path + "/domains.json";
+}
+
+std::string FluxDomainType(const std::string& level) {
+  const std::string name = level.substr(level.find('/') + 1);
+  for (const char* type :
+       {"cluster", "node", "socket", "core", "gpu", "memory", "slot"}) {
+    if (name == type) return "domain";
+  }
+  return name;
+}
+
 std::string TopologyResourceConfig(
     const MiniCluster& mc,
     const std::map<std::string, std::vector<int>>& indexes_by_domain) {

@@ -39,6 +39,18 @@ std::string TopologyDir(const DesiredOptions& opts);
 // and R comes from the pods' grant ([[resource.config]]; flux-core takes no
 // properties beside an R file).
 bool ResourcesCarryTopology(const MiniCluster& mc);
+// Whether the lead also gives Fluxion its ranks' domains as a level of its
+// resource graph (DomainGraphWriter) and places a job of nodes within one
+// domain when it can (DomainFrobnicator): the domains are in R and Fluxion
+// schedules (sched-simple reads no graph).
+bool WritesDomainGraph(const MiniCluster& mc);
+// The graph's file and the frobnicator plugin's, in the config directory.
+std::string DomainGraphPath(const DesiredOptions& opts);
+inline constexpr char kDomainFrobnicatorFile[] = "domains.py";
+// The graph's vertex type for the domains of a Kueue Topology level (a
+// node label key): its name part (example.com/rack: `rack`), or `domain`
+// where that is a type Flux already has (a level named node or core).
+std::string FluxDomainType(const std::string& level);
 // [[resource.config]] entries giving each domain's ranks (by the broker
 // hostnames of `indexes_by_domain`) that domain's name as a property;
 // domains that are not a valid Flux property are left out.

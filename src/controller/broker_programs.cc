@@ -166,34 +166,126 @@ except Exception as e:
         load_scheduler('without the gate')
     sys.exit(1))";
 
-constexpr char kAdmittedCountWait[] = R"(import sys, time
+// The file's text once it has any (with `count`, once it is a count);
+// exit 1 past the deadline.
+constexpr char kFileTextWait[] = R"(import sys, time
 path, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
+count = sys.argv[3:] == ['count']
 while True:
     try:
         text = open(path).read().strip()
     except OSError:
         text = ''
-    if text.isdigit():
-        print(int(text))
+    if text and (text.isdigit() or not count):
+        print(int(text) if count else text)
         sys.exit(0)
     if time.monotonic() > end:
         sys.exit(1)
     time.sleep(0.2))";
 
-// The file's text once it has any; exit 1 past the deadline.
-constexpr char kFileTextWait[] = R"(import sys, time
-path, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
-while True:
-    try:
-        text = open(path).read().strip()
-    except OSError:
-        text = ''
-    if text:
-        print(text)
-        sys.exit(0)
-    if time.monotonic() > end:
-        sys.exit(1)
-    time.sleep(0.2))";
+// Ranks are hosts in bootstrap order; a host of no domain hangs from the
+// cluster. Each node carries its domain as a property too: with a graph,
+// Fluxion takes properties from it, not from R's rv1 part.
+constexpr char kDomainGraphWriter[] = R"(import json, os, sys, tomllib
+from flux.hostlist import Hostlist
+topology, hosts, cores, gpus, level, out = sys.argv[1:7]
+domain_of = {}
+for entry in tomllib.load(open(topology, 'rb'))['resource']['config']:
+    for host in Hostlist(entry['hosts']):
+        domain_of[host] = entry['properties'][0]
+vertices, edges = [], []
+def vertex(type_, name, id_, rank, path, properties=None):
+    uniq = len(vertices)
+    meta = {'type': type_, 'basename': type_, 'name': name, 'id': id_,
+            'uniq_id': uniq, 'rank': rank, 'exclusive': False, 'unit': '',
+            'size': 1, 'paths': {'containment': path}}
+    if properties:
+        meta['properties'] = properties
+    vertices.append({'id': str(uniq), 'metadata': meta})
+    return str(uniq)
+def edge(parent, child):
+    edges.append({'source': parent, 'target': child,
+                  'metadata': {'subsystem': 'containment'}})
+cluster = vertex('cluster', 'cluster0', 0, -1, '/cluster0')
+domains = {}
+for rank, host in enumerate(Hostlist(hosts)):
+    domain = domain_of.get(host)
+    parent, path = cluster, '/cluster0'
+    if domain is not None:
+        if domain not in domains:
+            domains[domain] = vertex(level, domain, len(domains), -1,
+                                     f'/cluster0/{domain}')
+            edge(cluster, domains[domain])
+        parent, path = domains[domain], f'/cluster0/{domain}'
+    path += '/' + host
+    node = vertex('node', host, rank, rank, path,
+                  {domain: ''} if domain is not None else None)
+    edge(parent, node)
+    for type_, count in (('core', int(cores)), ('gpu', int(gpus))):
+        for i in range(count):
+            edge(node, vertex(type_, f'{type_}{i}', i, rank, f'{path}/{type_}{i}'))
+with open(out + '.tmp', 'w') as f:
+    json.dump({'graph': {'nodes': vertices, 'edges': edges}}, f)
+os.rename(out + '.tmp', out))";
+
+// Only a job that is a number of nodes is wrapped; one that already names
+// a level, asks for slots alone, or says -S topology=any is left as it is.
+// The free count is a snapshot at submission: a job queued behind others
+// keeps the choice made then. Any failure leaves the job as it is.
+constexpr char kDomainFrobnicator[] = R"(import json
+import flux
+from flux.job.frobnicator import FrobnicatorPlugin
+from flux.resource.list import resource_list
+def ranks_by_domain():
+    graph = json.load(open(GRAPH))['graph']
+    meta = {v['id']: v['metadata'] for v in graph['nodes']}
+    domains = {}
+    for e in graph['edges']:
+        parent, child = meta[e['source']], meta[e['target']]
+        if parent['type'] == LEVEL and child['type'] == 'node':
+            domains.setdefault(parent['name'], []).append(child['rank'])
+    return domains
+def cores_a_node(node):
+    if node.get('exclusive'):
+        return None
+    cores = 0
+    for slot in node.get('with', []):
+        per_slot = sum(r.get('count', 1) for r in slot.get('with', [])
+                       if r.get('type') == 'core')
+        cores += slot.get('count', 1) * per_slot
+    return max(cores, 1)
+def some_domain_fits(domains, count, need):
+    lists = resource_list(flux.Flux()).get()
+    def fits(rank):
+        free = lists.free.copy_ranks(rank).ncores
+        if need is None:
+            return free > 0 and free == lists.all.copy_ranks(rank).ncores
+        return free >= need
+    return any(sum(map(fits, ranks)) >= count for ranks in domains.values())
+class Frobnicator(FrobnicatorPlugin):
+    def configure(self, args, config):
+        try:
+            self.domains = ranks_by_domain()
+        except (OSError, ValueError, KeyError):
+            self.domains = {}
+    def frob(self, jobspec, userid, urgency, flags):
+        resources = jobspec.jobspec.get('resources', [])
+        if len(resources) != 1 or resources[0].get('type') != 'node':
+            return
+        count = resources[0].get('count')
+        system = jobspec.jobspec.get('attributes', {}).get('system', {})
+        if not isinstance(count, int) or count < 2 or system.get('topology') == 'any':
+            return
+        if count > max(map(len, self.domains.values()), default=0):
+            return
+        try:
+            fits = some_domain_fits(self.domains, count, cores_a_node(resources[0]))
+        except Exception:
+            return
+        if fits:
+            jobspec.jobspec['resources'] = [
+                {'type': LEVEL, 'count': 1, 'with': resources}]
+)";
 
 // Nodes are counted where the jobspec asks for them (`-N`); a job that
 // asks only for slots is placed by the scheduler within the admitted ones.
@@ -248,9 +340,18 @@ int ReadinessReuseSeconds(int size) {
 
 std::string SchedulerGate() { return std::string(kCommon) + kSchedulerGate; }
 
-std::string AdmittedCountWait() { return kAdmittedCountWait; }
-
 std::string FileTextWait() { return kFileTextWait; }
+
+std::string DomainGraphWriter() { return kDomainGraphWriter; }
+
+std::string DomainFrobnicator(const std::string& graph_path,
+                              const std::string& level) {
+  // Both are the controller's: a path of plain characters and a label
+  // name, quoted by repr's rules.
+  return "# Written by minicluster-controller: a job of nodes that fit in one "
+         "domain now is placed in one.\nGRAPH = '" +
+         graph_path + "'\nLEVEL = '" + level + "'\n" + kDomainFrobnicator;
+}
 
 std::string AdmittedValidator(const std::string& count_path, int size) {
   // The path is the controller's (DesiredOptions), quoted by repr's rules

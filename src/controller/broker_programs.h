@@ -30,13 +30,27 @@ int ReadinessReuseSeconds(int size);
 // a broker that is coming instead of being refused as unsatisfiable.
 std::string SchedulerGate();
 
-// The lead's wait for the admitted count, `flux python -c WAIT FILE SECONDS`:
-// prints the count once FILE (the downward API's view of the lead pod's
-// annotation) holds one, exit 1 when none came in SECONDS.
-std::string AdmittedCountWait();
-// The same for any text (the ranks' topology): prints FILE's text once it
-// has any, exit 1 when none came in SECONDS.
+// The lead's wait for the controller's word on its pod (the downward API's
+// view of an annotation), `flux python -c WAIT FILE SECONDS [count]`:
+// prints FILE's text once it has any (with `count`, the admitted count
+// once FILE holds one), exit 1 when none came in SECONDS.
 std::string FileTextWait();
+
+// The lead's writer of its ranks' domains as a level of Fluxion's resource
+// graph, `flux python -c WRITER TOPOLOGY HOSTS CORES GPUS LEVEL OUT`: reads
+// the [[resource.config]] domains of TOPOLOGY (TopologyResourceConfig) and
+// writes OUT, JGF of cluster, LEVEL vertices, HOSTS' nodes (rank = place in
+// HOSTS) with their domain as a property, and CORES and GPUS each. Fluxion
+// reads it from R's `scheduling` key ([resource] scheduling) instead of rv1.
+std::string DomainGraphWriter();
+
+// The instance's jobspec frobnicator plugin (flux job-frobnicator loads a
+// plugin by its path): a job of N >= 2 nodes is wrapped in one LEVEL
+// vertex (`level[1] -> node[N]`) when some domain of the graph at
+// `graph_path` has N nodes free for it now, so Fluxion places it within
+// one domain; otherwise it is left to spread.
+std::string DomainFrobnicator(const std::string& graph_path,
+                              const std::string& level);
 
 // The instance's job validator plugin (flux job-validator loads a plugin by
 // its path): a job asking for more nodes than the brokers Kueue admitted

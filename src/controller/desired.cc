@@ -5,6 +5,7 @@
 
 #include "common/names.h"
 #include "common/volume_contract.h"
+#include "controller/broker_grant.h"
 #include "controller/broker_programs.h"
 #include "controller/quantity.h"
 #include "kube/object_meta.h"
@@ -497,10 +498,10 @@ std::string AdmittedCount(const MiniCluster& mc, const DesiredOptions& opts) {
          "\n"
          "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
          "  admitted=$(" +
-         FluxCommand(mc, opts) + " python -c " +
-         ShellQuote(AdmittedCountWait()) + " " + AdmittedCountPath(opts) + " " +
+         FluxCommand(mc, opts) + " python -c " + ShellQuote(FileTextWait()) +
+         " " + AdmittedCountPath(opts) + " " +
          std::to_string(kAdmittedWaitSeconds) +
-         ") || admitted=\n"
+         " count) || admitted=\n"
          "  if [ -n \"$admitted\" ]; then\n"
          "    quorum=$admitted\n"
          "    if [ \"$admitted\" -eq " +
@@ -518,48 +519,95 @@ std::string AdmittedCount(const MiniCluster& mc, const DesiredOptions& opts) {
          "fi\n";
 }
 
+// Appends `key = "$key"` to the TOML `file` when the shell variable is set.
+std::string ConfigLineIfSet(const std::string& key, const std::string& file) {
+  return "[ -z \"$" + key + "\" ] || printf '" + key + " = \"%s\"\\n' \"$" +
+         key + "\" >> " + file + "\n";
+}
+
 // The broker config, with the lead's `exclude` (AdmittedCount) when Kueue
-// may admit fewer brokers than size.
+// may admit fewer brokers than size, and its domain graph (FetchTopology).
 std::string WriteBrokerConfig(const MiniCluster& mc,
                               const DesiredOptions& opts) {
   const std::string config = FluxBrokerConfig(mc, opts);
   const std::string file = opts.config_mount_path + "/broker.toml";
-  if (!mc.MayAdmitFewer()) {
+  if (!mc.MayAdmitFewer() && !WritesDomainGraph(mc)) {
     return "printf '%s' " + ShellQuote(config) + " > " + file + "\n";
   }
   const size_t split =
       config.find(kResourceTableHead) + std::strlen(kResourceTableHead);
-  return "printf '%s' " + ShellQuote(config.substr(0, split)) + " > " + file +
-         "\n"
-         "[ -z \"$exclude\" ] || printf 'exclude = \"%s\"\\n' \"$exclude\" "
-         ">> " +
-         file + "\nprintf '%s' " + ShellQuote(config.substr(split)) + " >> " +
-         file + "\n" + "printf '%s' " +
-         ShellQuote(AdmittedValidator(AdmittedCountPath(opts), mc.spec.size)) +
-         " > " + opts.config_mount_path + "/" + kAdmittedValidatorFile + "\n";
+  std::string script = "printf '%s' " + ShellQuote(config.substr(0, split)) +
+                       " > " + file + "\n";
+  if (mc.MayAdmitFewer()) script += ConfigLineIfSet("exclude", file);
+  if (WritesDomainGraph(mc)) script += ConfigLineIfSet("scheduling", file);
+  script +=
+      "printf '%s' " + ShellQuote(config.substr(split)) + " >> " + file + "\n";
+  if (mc.MayAdmitFewer()) {
+    script +=
+        "printf '%s' " +
+        ShellQuote(AdmittedValidator(AdmittedCountPath(opts), mc.spec.size)) +
+        " > " + opts.config_mount_path + "/" + kAdmittedValidatorFile + "\n";
+  }
+  return script;
 }
 
-// The lead adds its ranks' domains (TopologyResourceConfig, from the
-// controller's annotation) to broker.toml; without them in time it starts
-// as without spec.topology.
-std::string AppendTopology(const MiniCluster& mc, const DesiredOptions& opts) {
+// The lead waits for its ranks' domains (TopologyResourceConfig, from the
+// controller's annotation) and, under Fluxion, writes them as its graph;
+// without them in time it starts as without spec.topology, and without
+// the graph (the writer failed) with the domains as properties alone.
+std::string FetchTopology(const MiniCluster& mc, const DesiredOptions& opts) {
   if (!ResourcesCarryTopology(mc)) return "";
   const std::string wait = std::to_string(kTopologyWaitSeconds);
-  return "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
-         "  topology=$(" +
-         FluxCommand(mc, opts) + " python -c " + ShellQuote(FileTextWait()) +
-         " " + TopologyDir(opts) + "/" + kTopologyFile + " " + wait +
-         ") || topology=\n"
-         "  if [ -n \"$topology\" ]; then\n"
-         "    printf '%s\\n' \"$topology\" >> " +
-         opts.config_mount_path +
-         "/broker.toml\n"
-         "  else\n"
-         "    echo \"flux-broker: no topology in " +
-         wait + " s (annotation " + kTopologyAnnotation +
-         "): the ranks have no domain properties\" >&2\n"
-         "  fi\n"
-         "fi\n";
+  const std::string flux = FluxCommand(mc, opts);
+  const std::string domains = TopologyDir(opts) + "/" + kTopologyFile;
+  std::string script =
+      "topology=\nscheduling=\n"
+      "if [ \"${JOB_COMPLETION_INDEX:-0}\" = 0 ]; then\n"
+      "  topology=$(" +
+      flux + " python -c " + ShellQuote(FileTextWait()) + " " + domains + " " +
+      wait +
+      ") || topology=\n"
+      "  if [ -z \"$topology\" ]; then\n"
+      "    echo \"flux-broker: no topology in " +
+      wait + " s (annotation " + kTopologyAnnotation +
+      "): the ranks have no domain properties\" >&2\n";
+  if (WritesDomainGraph(mc)) {
+    const BrokerResources grant = BrokerResourcesOf(mc.spec.resources);
+    script +=
+        "  elif " + flux + " python -c " + ShellQuote(DomainGraphWriter()) +
+        " " + domains + " '" + BrokerHostlist(mc) + "' " +
+        std::to_string(grant.cores) + " " + std::to_string(grant.gpus) + " " +
+        FluxDomainType(mc.spec.topology.level()) + " " + DomainGraphPath(opts) +
+        "; then\n"
+        "    scheduling=" +
+        DomainGraphPath(opts) +
+        "\n"
+        "  else\n"
+        "    echo \"flux-broker: could not write the domains as "
+        "Fluxion's graph: they are node properties alone\" >&2\n";
+  }
+  return script + "  fi\nfi\n";
+}
+
+// Appends the lead's domains to broker.toml (as [[resource.config]]
+// properties, which flux resource list shows), and with the graph, the
+// frobnicator that places a job within one domain.
+std::string AppendTopology(const MiniCluster& mc, const DesiredOptions& opts) {
+  if (!ResourcesCarryTopology(mc)) return "";
+  const std::string file = opts.config_mount_path + "/broker.toml";
+  std::string script =
+      "[ -z \"$topology\" ] || printf '%s\\n' \"$topology\" >> " + file + "\n";
+  if (WritesDomainGraph(mc)) {
+    const std::string plugin =
+        opts.config_mount_path + "/" + kDomainFrobnicatorFile;
+    script +=
+        "if [ -n \"$scheduling\" ]; then\n  printf '%s' " +
+        ShellQuote(DomainFrobnicator(
+            DomainGraphPath(opts), FluxDomainType(mc.spec.topology.level()))) +
+        " > " + plugin + "\n  printf '[ingest.frobnicator]\\nplugins = [\"" +
+        plugin + "\"]\\n' >> " + file + "\nfi\n";
+  }
+  return script;
 }
 
 std::string BrokerCommand(const MiniCluster& mc, const DesiredOptions& opts) {
@@ -591,7 +639,8 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += "# Written by minicluster-controller; the same for every index.\n";
   script += "set -eu\n";
   if (!mc.MayAdmitFewer()) {
-    script += WriteBrokerConfig(mc, opts) + AppendTopology(mc, opts);
+    script += FetchTopology(mc, opts) + WriteBrokerConfig(mc, opts) +
+              AppendTopology(mc, opts);
   }
   script += "printf '%s' " + ShellQuote(ShellRc()) + " > " +
             opts.config_mount_path + "/" + kShellRcFile + "\n";
@@ -609,7 +658,8 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += TrapTerm(mc);
   if (mc.MayAdmitFewer()) {
     script += AdmittedCount(mc, opts);
-    script += WriteBrokerConfig(mc, opts) + AppendTopology(mc, opts);
+    script += FetchTopology(mc, opts) + WriteBrokerConfig(mc, opts) +
+              AppendTopology(mc, opts);
   }
   if (GatesScheduler(mc)) {
     script += "sched=\ngate=\n[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || ";

@@ -700,7 +700,8 @@ class StartScriptRun {
   // The shell's exit code.
   int Run(const std::string& script, int index, const std::string& flux_body,
           bool term = false, const std::string& flux_on_term = "") {
-    for (const char* name : {"args", "r-args", "gate-args", "starts"}) {
+    for (const char* name :
+         {"args", "r-args", "gate-args", "graph-args", "starts"}) {
       std::filesystem::remove(dir_ + "/" + name);
     }
     {
@@ -710,7 +711,10 @@ class StartScriptRun {
       flux << "#!/bin/sh\nif [ \"$1\" = R ]; then printf '%s\\n' \"$@\" > "
            << dir_ << "/r-args; echo '{\"version\": 1}'; exit 0; fi\n"
            << "if [ \"$1\" = python ]; then case $4 in */admitted/count|"
-              "*/topology/resource.toml) exec cat \"$4\";; esac; "
+              "*/topology/resource.toml) [ $# -le 6 ] || { printf '%s\\n' "
+              "\"$@\" > "
+           << dir_
+           << "/graph-args; exit 0; }; exec cat \"$4\";; esac; "
               "printf '%s\\n' \"$4\" \"$5\" > "
            << dir_ << "/gate-args; exit 0; fi\n"
            << (flux_on_term.empty() ? "" : "trap '" + flux_on_term + "' TERM\n")
@@ -1004,6 +1008,106 @@ TEST(AdmittedValidator, RefusesMoreNodesThanWereAdmitted) {
   EXPECT_EQ(check(), "2 None\n3 None\nslots None\n");
 }
 
+// The graph's level is named by the label's name part, unless Flux has a
+// type of that name.
+TEST(FluxDomainType, IsTheLabelsNameUnlessFluxHasThatType) {
+  EXPECT_EQ(FluxDomainType("example.com/rack"), "rack");
+  EXPECT_EQ(FluxDomainType("cloud.example.com/topology-block"),
+            "topology-block");
+  EXPECT_EQ(FluxDomainType("zone"), "zone");
+  EXPECT_EQ(FluxDomainType("example.com/node"), "domain");
+  EXPECT_EQ(FluxDomainType("example.com/core"), "domain");
+}
+
+// The frobnicator, run by python3 against stand-ins for flux-core's
+// plugin base class and `sched.resource-status` (here rack-a: ranks 0-2,
+// rack-b: 3-4, 2 cores a rank; the ranks in FREE have both free).
+TEST(DomainFrobnicator, WrapsAJobOfNodesInOneDomainWhenOneHasRoomNow) {
+  StartScriptRun run;
+  const std::string dir = run.dir();
+  std::filesystem::create_directories(dir + "/flux/job/frobnicator");
+  std::filesystem::create_directories(dir + "/flux/resource");
+  for (const char* init :
+       {"/flux/job/__init__.py", "/flux/resource/__init__.py"}) {
+    std::ofstream(dir + init) << "";
+  }
+  std::ofstream(dir + "/flux/__init__.py") << "Flux = object\n";
+  std::ofstream(dir + "/flux/job/frobnicator/__init__.py")
+      << "FrobnicatorPlugin = object\n";
+  std::ofstream(dir + "/flux/resource/list.py")
+      << "import os\n"
+         "class Ranks:\n"
+         "    def __init__(self, free): self.free = free\n"
+         "    def copy_ranks(self, rank):\n"
+         "        r = Ranks(self.free); r.ncores = 2 if rank in self.free "
+         "else 0; return r\n"
+         "class Lists:\n"
+         "    free = Ranks([int(r) for r in os.environ['FREE'].split()])\n"
+         "    all = Ranks(range(5))\n"
+         "class resource_list:\n"
+         "    def __init__(self, h): pass\n"
+         "    def get(self): return Lists()\n";
+  auto vertex = [](int id, const char* type, const char* name, int rank) {
+    return json{{"id", std::to_string(id)},
+                {"metadata", {{"type", type}, {"name", name}, {"rank", rank}}}};
+  };
+  json graph = {{"nodes", json::array({vertex(0, "cluster", "c", -1),
+                                       vertex(1, "rack", "rack-a", -1),
+                                       vertex(2, "rack", "rack-b", -1)})},
+                {"edges", json::array({{{"source", "0"}, {"target", "1"}},
+                                       {{"source", "0"}, {"target", "2"}}})}};
+  for (int rank = 0; rank < 5; ++rank) {
+    graph["nodes"].push_back(vertex(3 + rank, "node", "n", rank));
+    graph["edges"].push_back({{"source", rank < 3 ? "1" : "2"},
+                              {"target", std::to_string(3 + rank)}});
+  }
+  std::ofstream(dir + "/domains.json") << json{{"graph", graph}}.dump();
+  std::ofstream(dir + "/domains.py")
+      << DomainFrobnicator(dir + "/domains.json", "rack");
+  std::ofstream(dir + "/check.py")
+      << "import importlib.util, json, sys\n"
+         "spec = importlib.util.spec_from_file_location('d', sys.argv[1])\n"
+         "m = importlib.util.module_from_spec(spec); "
+         "spec.loader.exec_module(m)\n"
+         "class Job: pass\n"
+         "frob = m.Frobnicator(); frob.configure(None, {})\n"
+         "job = Job(); job.jobspec = json.loads(sys.argv[2])\n"
+         "frob.frob(job, 0, 16, 0)\n"
+         "print(job.jobspec['resources'][0]['type'])\n";
+  auto placed = [&](const std::string& free, const json& jobspec) {
+    const std::string command = "cd " + dir + " && FREE='" + free +
+                                "' python3 check.py domains.py '" +
+                                jobspec.dump() + "' > out 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << run.Read("out");
+    return run.Read("out");
+  };
+  auto nodes = [](int count, bool exclusive, int cores) {
+    json node = {{"type", "node"},
+                 {"count", count},
+                 {"with",
+                  {{{"type", "slot"},
+                    {"count", 1},
+                    {"with", {{{"type", "core"}, {"count", cores}}}}}}}};
+    if (exclusive) node["exclusive"] = true;
+    return json{{"resources", {node}}};
+  };
+  EXPECT_EQ(placed("0 1 2 3 4", nodes(2, true, 1)), "rack\n");
+  EXPECT_EQ(placed("0 1 2 3 4", nodes(3, true, 1)), "rack\n");
+  EXPECT_EQ(placed("0 1 2 3 4", nodes(4, true, 1)), "node\n")
+      << "larger than any domain";
+  EXPECT_EQ(placed("0 3 4", nodes(2, true, 1)), "rack\n") << "rack-b has room";
+  EXPECT_EQ(placed("0 1 3", nodes(3, true, 1)), "node\n") << "none has room";
+  EXPECT_EQ(placed("0 3", nodes(2, true, 1)), "node\n");
+  EXPECT_EQ(placed("0 1 2 3 4", nodes(1, true, 1)), "node\n");
+  EXPECT_EQ(placed("0 1", nodes(2, false, 3)), "node\n")
+      << "3 cores a node fit on no rank";
+  json any = nodes(2, true, 1);
+  any["attributes"]["system"]["topology"] = "any";
+  EXPECT_EQ(placed("0 1 2 3 4", any), "node\n");
+  json slots = {{"resources", {{{"type", "slot"}, {"count", 4}}}}};
+  EXPECT_EQ(placed("0 1 2 3 4", slots), "slot\n");
+}
+
 TEST(JobApplyBody, CarriesNoFieldKueueOwns) {
   json object = MiniClusterObject();
   object["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
@@ -1064,13 +1168,39 @@ TEST(StartScript, TheLeadAddsItsRanksDomainsToR) {
   EXPECT_EQ(run.Run(script, 0, "exit 0"), 0);
   const std::string toml = run.Read("broker.toml");
   EXPECT_NE(toml.find("cores = \"0-1\"\n"), std::string::npos) << toml;
-  EXPECT_TRUE(toml.ends_with(domains)) << toml;
   EXPECT_NE(domains.find("hosts = \"demo-[2-3]\"\nproperties = [\"rack-b\"]"),
             std::string::npos)
       << domains;
+  // Under Fluxion, also as a level of its graph, and the frobnicator.
+  EXPECT_NE(toml.find("[resource]\nnoverify = true\nscheduling = \"" +
+                      run.dir() + "/domains.json\"\n"),
+            std::string::npos)
+      << toml;
+  const std::string frobnicator =
+      "[ingest.frobnicator]\nplugins = [\"" + run.dir() + "/domains.py\"]\n";
+  EXPECT_TRUE(toml.ends_with(domains + frobnicator)) << toml;
+  EXPECT_TRUE(run.Read("graph-args")
+                  .ends_with("\n" + run.dir() +
+                             "/topology/resource.toml\ndemo-[0-3]\n2\n0\n"
+                             "rack\n" +
+                             run.dir() + "/domains.json\n"))
+      << run.Read("graph-args");
+  EXPECT_NE(
+      run.Read("domains.py")
+          .find("GRAPH = '" + run.dir() + "/domains.json'\nLEVEL = 'rack'\n"),
+      std::string::npos);
   // A follower neither waits nor adds them.
   EXPECT_EQ(run.Run(script, 1, "exit 0"), 0);
   EXPECT_EQ(run.Read("broker.toml").find("properties"), std::string::npos);
+  EXPECT_EQ(run.Read("broker.toml").find("scheduling"), std::string::npos);
+  EXPECT_EQ(run.Read("broker.toml").find("frobnicator"), std::string::npos);
+  EXPECT_EQ(run.Read("graph-args"), "");
+  // sched-simple reads no graph: properties alone.
+  object["spec"]["flux"]["scheduler"] = {{"simple", true}};
+  EXPECT_EQ(run.Run(StartScript(Parse(object), opts), 0, "exit 0"), 0);
+  EXPECT_TRUE(run.Read("broker.toml").ends_with(domains));
+  EXPECT_EQ(run.Read("broker.toml").find("scheduling"), std::string::npos);
+  EXPECT_EQ(run.Read("graph-args"), "");
   // The pod mounts the annotation, as the admitted count's.
   const json job = DesiredJob(mc, opts);
   const json& volume = PodSpec(job)["volumes"].back();
