@@ -341,6 +341,7 @@ def test_kueue_places_by_rack(work):
                           f"-N{len(indexes)}", f"--requires={rack}", "hostname", timeout=120).stdout
             check_eq(sorted(out.split()), sorted(f"spread-{i}" for i in indexes),
                      f"flux run --requires={rack}")
+        check_jobs_kept_in_one_rack(ns, pods, want)
         delete_minicluster("spread", ns)
 
         queued_by_rack("too-big", ns, 5, required="example.com/rack")
@@ -363,6 +364,38 @@ def test_kueue_places_by_rack(work):
         # Kept running for the tests after: its Job webhooks (failurePolicy
         # Fail) would refuse every Job while it is down.
         atexit.register(kueue.stop)
+
+
+def check_jobs_kept_in_one_rack(ns, pods, indexes_by_rack):
+    """Fluxion's graph has the racks, and a job of nodes is placed within
+    one rack when one has room for it now: a job of the larger rack's size
+    runs on exactly that rack; with one of its nodes busy it no longer fits
+    a rack and spreads; a two-node job then still stays in one rack."""
+    lead = pods[0]["metadata"]["name"]
+
+    def flux(*args, timeout=120):
+        return kubectl("exec", "-n", ns, lead, "--", "flux", *args, timeout=timeout).stdout
+
+    check("loaded with JGF reader" in flux("dmesg"), "Fluxion read the graph of racks (JGF)")
+    rack_of_host = {f"spread-{i}": rack for rack, idx in indexes_by_rack.items() for i in idx}
+    big = max(indexes_by_rack, key=lambda r: len(indexes_by_rack[r]))
+    hosts = sorted(f"spread-{i}" for i in indexes_by_rack[big])
+    placed = sorted(flux("run", f"-N{len(hosts)}", "hostname").split())
+    log(f"flux run -N{len(hosts)}: {placed}")
+    check_eq(placed, hosts, f"a job of {big}'s size placed on {big}")
+    busy = flux("submit", "-N1", f"--requires=host:{hosts[0]}", "sleep", "inf").strip()
+    try:
+        flux("job", "wait-event", "-t", "60", busy, "start")
+        spread = sorted(flux("run", f"-N{len(hosts)}", "hostname").split())
+        log(f"{hosts[0]} busy: flux run -N{len(hosts)}: {spread}")
+        check(len({rack_of_host[h] for h in spread}) == 2 and hosts[0] not in spread,
+              f"with {hosts[0]} busy, a job of {big}'s size spreads over both racks: {spread}")
+        two = sorted(flux("run", "-N2", "hostname").split())
+        log(f"{hosts[0]} busy: flux run -N2: {two}")
+        check(len({rack_of_host[h] for h in two}) == 1 and hosts[0] not in two,
+              f"a two-node job in one rack: {two}")
+    finally:
+        flux("cancel", busy)
 
 
 def test_bench_smoke(work):
