@@ -89,7 +89,7 @@ std::string DomainGraphPath(const DesiredOptions& opts) {
 }
 
 std::string FluxDomainType(const std::string& level) {
-  const std::string name = level.substr(level.find('/') + 1);
+  std::string name = level.substr(level.find('/') + 1);
   for (const char* type :
        {"cluster", "node", "socket", "core", "gpu", "memory", "slot"}) {
     if (name == type) return "domain";

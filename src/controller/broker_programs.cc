@@ -184,11 +184,15 @@ while True:
     time.sleep(0.2))";
 
 // Ranks are hosts in bootstrap order; a host of no domain hangs from the
-// cluster. Each node carries its domain as a property too: with a graph,
-// Fluxion takes properties from it, not from R's rv1 part.
+// cluster. Ranks past RANKS are not in the graph: Fluxion would keep a job
+// that asks for an excluded rank waiting (blocking an fcfs queue) where
+// without the graph it is refused as unsatisfiable. Each node carries its
+// domain as a property too: with a graph, Fluxion takes properties from it, not
+// from R's rv1 part.
 constexpr char kDomainGraphWriter[] = R"(import json, os, sys, tomllib
 from flux.hostlist import Hostlist
 topology, hosts, cores, gpus, level, out = sys.argv[1:7]
+ranks = list(Hostlist(hosts))[:int(sys.argv[7])] if sys.argv[7:] else Hostlist(hosts)
 domain_of = {}
 for entry in tomllib.load(open(topology, 'rb'))['resource']['config']:
     for host in Hostlist(entry['hosts']):
@@ -208,7 +212,7 @@ def edge(parent, child):
                   'metadata': {'subsystem': 'containment'}})
 cluster = vertex('cluster', 'cluster0', 0, -1, '/cluster0')
 domains = {}
-for rank, host in enumerate(Hostlist(hosts)):
+for rank, host in enumerate(ranks):
     domain = domain_of.get(host)
     parent, path = cluster, '/cluster0'
     if domain is not None:
@@ -254,8 +258,8 @@ def cores_a_node(node):
                        if r.get('type') == 'core')
         cores += slot.get('count', 1) * per_slot
     return max(cores, 1)
-def some_domain_fits(domains, count, need):
-    lists = resource_list(flux.Flux()).get()
+def some_domain_fits(h, domains, count, need):
+    lists = resource_list(h).get()
     def fits(rank):
         free = lists.free.copy_ranks(rank).ncores
         if need is None:
@@ -264,6 +268,7 @@ def some_domain_fits(domains, count, need):
     return any(sum(map(fits, ranks)) >= count for ranks in domains.values())
 class Frobnicator(FrobnicatorPlugin):
     def configure(self, args, config):
+        self.h = None
         try:
             self.domains = ranks_by_domain()
         except (OSError, ValueError, KeyError):
@@ -279,7 +284,8 @@ class Frobnicator(FrobnicatorPlugin):
         if count > max(map(len, self.domains.values()), default=0):
             return
         try:
-            fits = some_domain_fits(self.domains, count, cores_a_node(resources[0]))
+            self.h = self.h or flux.Flux()
+            fits = some_domain_fits(self.h, self.domains, count, cores_a_node(resources[0]))
         except Exception:
             return
         if fits:

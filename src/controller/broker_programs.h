@@ -37,11 +37,13 @@ std::string SchedulerGate();
 std::string FileTextWait();
 
 // The lead's writer of its ranks' domains as a level of Fluxion's resource
-// graph, `flux python -c WRITER TOPOLOGY HOSTS CORES GPUS LEVEL OUT`: reads
-// the [[resource.config]] domains of TOPOLOGY (TopologyResourceConfig) and
-// writes OUT, JGF of cluster, LEVEL vertices, HOSTS' nodes (rank = place in
-// HOSTS) with their domain as a property, and CORES and GPUS each. Fluxion
-// reads it from R's `scheduling` key ([resource] scheduling) instead of rv1.
+// graph, `flux python -c WRITER TOPOLOGY HOSTS CORES GPUS LEVEL OUT
+// [RANKS]`: reads the [[resource.config]] domains of TOPOLOGY
+// (TopologyResourceConfig) and writes OUT, JGF of cluster, LEVEL vertices,
+// HOSTS' nodes (rank = place in HOSTS; the first RANKS only, the ranks
+// Kueue admitted) with their domain as a property, and CORES and GPUS each.
+// Fluxion reads it from R's `scheduling` key ([resource] scheduling) instead of
+// rv1.
 std::string DomainGraphWriter();
 
 // The instance's jobspec frobnicator plugin (flux job-frobnicator loads a

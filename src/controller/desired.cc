@@ -573,18 +573,23 @@ std::string FetchTopology(const MiniCluster& mc, const DesiredOptions& opts) {
       "): the ranks have no domain properties\" >&2\n";
   if (WritesDomainGraph(mc)) {
     const BrokerResources grant = BrokerResourcesOf(mc.spec.resources);
-    script +=
-        "  elif " + flux + " python -c " + ShellQuote(DomainGraphWriter()) +
-        " " + domains + " '" + BrokerHostlist(mc) + "' " +
+    std::string args =
+        domains + " '" + BrokerHostlist(mc) + "' " +
         std::to_string(grant.cores) + " " + std::to_string(grant.gpus) + " " +
-        FluxDomainType(mc.spec.topology.level()) + " " + DomainGraphPath(opts) +
-        "; then\n"
-        "    scheduling=" +
-        DomainGraphPath(opts) +
-        "\n"
-        "  else\n"
-        "    echo \"flux-broker: could not write the domains as "
-        "Fluxion's graph: they are node properties alone\" >&2\n";
+        FluxDomainType(mc.spec.topology.level()) + " " + DomainGraphPath(opts);
+    // The ranks Kueue admitted (AdmittedCount), else all.
+    if (mc.MayAdmitFewer()) {
+      args += " \"${admitted:-" + std::to_string(mc.spec.size) + "}\"";
+    }
+    script += "  elif " + flux + " python -c " +
+              ShellQuote(DomainGraphWriter()) + " " + args +
+              "; then\n"
+              "    scheduling=" +
+              DomainGraphPath(opts) +
+              "\n"
+              "  else\n"
+              "    echo \"flux-broker: could not write the domains as "
+              "Fluxion's graph: they are node properties alone\" >&2\n";
   }
   return script + "  fi\nfi\n";
 }

@@ -1008,6 +1008,37 @@ TEST(AdmittedValidator, RefusesMoreNodesThanWereAdmitted) {
   EXPECT_EQ(check(), "2 None\n3 None\nslots None\n");
 }
 
+// Kueue admitted 3 of 4: the graph has the admitted ranks alone (Fluxion
+// would hold a job asking for an excluded one instead of refusing it), and
+// the config both the exclusion and the graph.
+TEST(StartScript, TheGraphOfAPartlyAdmittedMiniClusterHasTheAdmittedRanks) {
+  StartScriptRun run;
+  DesiredOptions opts;
+  opts.config_mount_path = run.dir();
+  json object = MiniClusterObject();
+  object["spec"]["flux"] = {{"fromImage", true}};
+  object["spec"]["minSize"] = 2;
+  object["spec"]["topology"] = {{"required", "example.com/rack"}};
+  object["spec"]["resources"] = {{"limits", {{"cpu", "2"}}}};
+  object["metadata"]["labels"] = {{kQueueNameLabel, "user-queue"}};
+  const MiniCluster mc = Parse(object);
+  for (const char* dir : {"/admitted", "/topology"}) {
+    std::filesystem::create_directories(run.dir() + dir);
+  }
+  std::ofstream(run.dir() + "/admitted/count") << "3";
+  std::ofstream(run.dir() + "/topology/resource.toml")
+      << TopologyResourceConfig(mc, {{"rack-a", {0, 1, 2}}});
+  EXPECT_EQ(run.Run(StartScript(mc, opts), 0, "exit 0"), 0);
+  EXPECT_TRUE(run.Read("graph-args").ends_with("/domains.json\n3\n"))
+      << run.Read("graph-args");
+  EXPECT_NE(run.Read("broker.toml")
+                .find("[resource]\nnoverify = true\nexclude = \"3\"\n"
+                      "scheduling = \"" +
+                      run.dir() + "/domains.json\"\n"),
+            std::string::npos)
+      << run.Read("broker.toml");
+}
+
 // The graph's level is named by the label's name part, unless Flux has a
 // type of that name.
 TEST(FluxDomainType, IsTheLabelsNameUnlessFluxHasThatType) {
