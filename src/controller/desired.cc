@@ -251,6 +251,10 @@ json TopologyAnnotations(const Topology& topology) {
   } else if (!topology.preferred.empty()) {
     annotations[kPreferredTopologyAnnotation] = topology.preferred;
   }
+  if (topology.slice_size > 0) {
+    annotations[kSliceRequiredTopologyAnnotation] = topology.slice_required;
+    annotations[kSliceSizeAnnotation] = std::to_string(topology.slice_size);
+  }
   return annotations;
 }
 

@@ -71,6 +71,10 @@ inline constexpr char kRequiredTopologyAnnotation[] =
     "kueue.x-k8s.io/podset-required-topology";
 inline constexpr char kPreferredTopologyAnnotation[] =
     "kueue.x-k8s.io/podset-preferred-topology";
+inline constexpr char kSliceRequiredTopologyAnnotation[] =
+    "kueue.x-k8s.io/podset-slice-required-topology";
+inline constexpr char kSliceSizeAnnotation[] =
+    "kueue.x-k8s.io/podset-slice-size";
 nlohmann::json TopologyAnnotations(const Topology& topology);
 
 // The view a MiniCluster's pods mount; "" when its image brings Flux.

@@ -138,6 +138,10 @@ struct FluxSource {
 struct Topology {
   std::string required;
   std::string preferred;
+  // Kueue's pod set slices: each run of slice_size consecutive brokers in
+  // one domain of slice_required (a level at or below the request's).
+  std::string slice_required;
+  int32_t slice_size = 0;
   const std::string& level() const {
     return required.empty() ? preferred : required;
   }
@@ -223,7 +227,7 @@ void TrimMiniClusterForCache(nlohmann::json& object);
 // spec.tolerations[] entry. A test holds them to deploy/controller/crd.yaml.
 struct KnownFields {
   std::vector<std::string_view> top, spec, flux_user, flux, flux_scheduler,
-      flux_state, resources, toleration, topology;
+      flux_state, resources, toleration, topology, topology_slice;
 };
 const KnownFields& MiniClusterFields();
 

@@ -534,11 +534,62 @@ TEST(MiniClusterParse, ReadsTopology) {
             "spec.topology writes Kueue's topology request; remove this "
             "annotation or spec.topology");
   object["spec"].erase("podAnnotations");
-  object["spec"]["topology"] = {{"required", "example.com/rack"}, {"slice", 2}};
+  object["spec"]["topology"] = {{"required", "example.com/rack"},
+                                {"slices", 2}};
   EXPECT_EQ(UnknownFields(object),
             std::vector<std::string>{
-                "spec.topology.slice: unknown field; spec.topology has "
-                "required, preferred (check for a typo)"});
+                "spec.topology.slices: unknown field; spec.topology has "
+                "required, preferred, slice (check for a typo)"});
+}
+
+// Kueue's slices: each run of slice.size brokers in one domain of
+// slice.required, written beside the request; a size that does not divide
+// spec.size, or beside minSize, is refused.
+TEST(MiniClusterParse, ReadsTopologySlices) {
+  json object = MiniClusterObject();
+  object["spec"]["size"] = 4;
+  object["spec"]["topology"] = {
+      {"preferred", "example.com/rack"},
+      {"slice", {{"required", "kubernetes.io/hostname"}, {"size", 2}}}};
+  ParseResult r = ParseMiniCluster(object);
+  ASSERT_TRUE(r.ok()) << r.ErrorText();
+  EXPECT_EQ(
+      TopologyAnnotations(r.minicluster->spec.topology),
+      (json{{"kueue.x-k8s.io/podset-preferred-topology", "example.com/rack"},
+            {"kueue.x-k8s.io/podset-slice-required-topology",
+             "kubernetes.io/hostname"},
+            {"kueue.x-k8s.io/podset-slice-size", "2"}}));
+  EXPECT_TRUE(UnknownFields(object).empty());
+  object["spec"]["size"] = 5;
+  EXPECT_EQ(ParseMiniCluster(object).ErrorText(),
+            "spec.topology.slice.size: 2 does not divide spec.size 5 (Kueue "
+            "places slices of equal size)");
+  object["spec"]["size"] = 4;
+  object["spec"]["minSize"] = 2;
+  object["metadata"]["labels"] = {{kQueueNameLabel, "q"}};
+  EXPECT_NE(ParseMiniCluster(object).ErrorText().find(
+                "spec.topology.slice: not with spec.minSize"),
+            std::string::npos);
+  object["spec"].erase("minSize");
+  object["spec"]["topology"]["slice"]["size"] = 0;
+  EXPECT_NE(ParseMiniCluster(object).ErrorText().find(
+                "spec.topology.slice.size: must be a whole number"),
+            std::string::npos);
+  object["spec"]["topology"]["slice"] = {{"required", "a b"}, {"size", 2}};
+  EXPECT_NE(ParseMiniCluster(object).ErrorText().find(
+                "spec.topology.slice.required: must be a node label key"),
+            std::string::npos);
+  object["spec"]["topology"]["slice"] = {{"required", "x/y"}, {"sise", 2}};
+  EXPECT_EQ(UnknownFields(object),
+            std::vector<std::string>{
+                "spec.topology.slice.sise: unknown field; spec.topology.slice "
+                "has required, size (check for a typo)"});
+  object["spec"]["topology"].erase("slice");
+  object["spec"]["podAnnotations"] = {
+      {"kueue.x-k8s.io/podset-slice-size", "2"}};
+  EXPECT_NE(ParseMiniCluster(object).ErrorText().find(
+                "spec.podAnnotations[\"kueue.x-k8s.io/podset-slice-size\"]"),
+            std::string::npos);
 }
 
 }  // namespace

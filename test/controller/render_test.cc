@@ -157,6 +157,8 @@ TEST(Render, KnownFieldsAreTheCrdsDeclaredOnes) {
   EXPECT_EQ(as_set(known.toleration),
             keys(spec["tolerations"]["items"]["properties"]));
   EXPECT_EQ(as_set(known.topology), keys(spec["topology"]["properties"]));
+  EXPECT_EQ(as_set(known.topology_slice),
+            keys(spec["topology"]["properties"]["slice"]["properties"]));
 }
 
 }  // namespace

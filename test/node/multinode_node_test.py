@@ -293,6 +293,17 @@ def racks_used(pods):
     return sorted({racks[p["spec"]["nodeName"]] for p in pods})
 
 
+def pending_why(name, ns):
+    """Kueue's message on the MiniCluster's Workload while it is not admitted."""
+    for w in items("workloads.kueue.x-k8s.io", ns):
+        if w["metadata"].get("labels", {}).get("minicluster.dev/name") != name:
+            continue
+        for c in w.get("status", {}).get("conditions", []):
+            if c["type"] == "QuotaReserved" and c["status"] == "False" and c.get("message"):
+                return c["message"]
+    return None
+
+
 def test_kueue_places_by_rack(work):
     """Kueue's Topology-Aware Scheduling, through spec.topology, on three
     nodes in two racks (rack-a: two nodes, room for four brokers; rack-b:
@@ -345,21 +356,30 @@ def test_kueue_places_by_rack(work):
         delete_minicluster("spread", ns)
 
         queued_by_rack("too-big", ns, 5, required="example.com/rack")
-
-        def pending_why():
-            for w in items("workloads.kueue.x-k8s.io", ns):
-                if w["metadata"].get("labels", {}).get("minicluster.dev/name") != "too-big":
-                    continue
-                for c in w.get("status", {}).get("conditions", []):
-                    if c["type"] == "QuotaReserved" and c["status"] == "False" and c.get("message"):
-                        return c["message"]
-            return None
-        why = wait_for("too-big's Workload pending with Kueue's reason", pending_why, timeout=60)
+        why = wait_for("too-big's Workload pending with Kueue's reason", lambda: pending_why("too-big", ns),
+                       timeout=60)
         time.sleep(5)
         log(f"required rack, size 5: pending: {why}")
         check_eq(pods_of("too-big", ns), [], "pods of a MiniCluster no rack can hold")
         check(get("job", "too-big", ns)["spec"].get("suspend") is True, "too-big's Job still suspended")
         kubectl("delete", "miniclusters.minicluster.dev", "too-big", "-n", ns)
+
+        # Slices: three brokers of 800m in one host's slice fit no node (two
+        # a node), though the rack would hold them: Kueue keeps it pending.
+        queued_by_rack("host-slice", ns, 3, preferred="example.com/rack",
+                       slice={"required": "kubernetes.io/hostname", "size": 3})
+        job = wait_for("host-slice's Job", lambda: get("job", "host-slice", ns), timeout=30)
+        annotations = job["spec"]["template"]["metadata"]["annotations"]
+        check_eq({k: annotations.get(k) for k in ("kueue.x-k8s.io/podset-slice-required-topology",
+                                                  "kueue.x-k8s.io/podset-slice-size")},
+                 {"kueue.x-k8s.io/podset-slice-required-topology": "kubernetes.io/hostname",
+                  "kueue.x-k8s.io/podset-slice-size": "3"}, "the Job's slice request")
+        why = wait_for("host-slice's Workload pending with Kueue's reason",
+                       lambda: pending_why("host-slice", ns), timeout=60)
+        time.sleep(5)
+        log(f"a slice of 3 on one host: pending: {why}")
+        check_eq(pods_of("host-slice", ns), [], "pods of a MiniCluster whose slice no host can hold")
+        kubectl("delete", "miniclusters.minicluster.dev", "host-slice", "-n", ns)
     finally:
         # Kept running for the tests after: its Job webhooks (failurePolicy
         # Fail) would refuse every Job while it is down.
