@@ -84,6 +84,10 @@ bool WritesDomainGraph(const MiniCluster& mc) {
   return ResourcesCarryTopology(mc) && !mc.spec.flux.scheduler.simple;
 }
 
+std::string BrokerConfigPath(const DesiredOptions& opts) {
+  return opts.config_mount_path + "/broker.toml";
+}
+
 std::string DomainGraphPath(const DesiredOptions& opts) {
   return opts.config_mount_path + "/domains.json";
 }

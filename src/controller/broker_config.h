@@ -44,6 +44,8 @@ bool ResourcesCarryTopology(const MiniCluster& mc);
 // domain when it can (DomainFrobnicator): the domains are in R and Fluxion
 // schedules (sched-simple reads no graph).
 bool WritesDomainGraph(const MiniCluster& mc);
+// broker.toml, in the config directory.
+std::string BrokerConfigPath(const DesiredOptions& opts);
 // The graph's file and the frobnicator plugin's, in the config directory.
 std::string DomainGraphPath(const DesiredOptions& opts);
 inline constexpr char kDomainFrobnicatorFile[] = "domains.py";

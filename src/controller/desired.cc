@@ -534,7 +534,7 @@ std::string ConfigLineIfSet(const std::string& key, const std::string& file) {
 std::string WriteBrokerConfig(const MiniCluster& mc,
                               const DesiredOptions& opts) {
   const std::string config = FluxBrokerConfig(mc, opts);
-  const std::string file = opts.config_mount_path + "/broker.toml";
+  const std::string file = BrokerConfigPath(opts);
   if (!mc.MayAdmitFewer() && !WritesDomainGraph(mc)) {
     return "printf '%s' " + ShellQuote(config) + " > " + file + "\n";
   }
@@ -603,7 +603,7 @@ std::string FetchTopology(const MiniCluster& mc, const DesiredOptions& opts) {
 // frobnicator that places a job within one domain.
 std::string AppendTopology(const MiniCluster& mc, const DesiredOptions& opts) {
   if (!ResourcesCarryTopology(mc)) return "";
-  const std::string file = opts.config_mount_path + "/broker.toml";
+  const std::string file = BrokerConfigPath(opts);
   std::string script =
       "[ -z \"$topology\" ] || printf '%s\\n' \"$topology\" >> " + file + "\n";
   if (WritesDomainGraph(mc)) {
@@ -619,8 +619,16 @@ std::string AppendTopology(const MiniCluster& mc, const DesiredOptions& opts) {
   return script;
 }
 
+// broker.toml as the start script writes it: the lead's domains first,
+// for its graph, then the config, then the domains' properties.
+std::string BrokerConfigSteps(const MiniCluster& mc,
+                              const DesiredOptions& opts) {
+  return FetchTopology(mc, opts) + WriteBrokerConfig(mc, opts) +
+         AppendTopology(mc, opts);
+}
+
 std::string BrokerCommand(const MiniCluster& mc, const DesiredOptions& opts) {
-  const std::string config = opts.config_mount_path + "/broker.toml";
+  const std::string config = BrokerConfigPath(opts);
   std::string command = GatesScheduler(mc) ? "FLUX_SCHED_MODULE=$sched " : "";
   command += FluxCommand(mc, opts) + " start --config-path=" + config +
              " -Srundir=" + FluxRunDir(opts) +
@@ -648,8 +656,7 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += "# Written by minicluster-controller; the same for every index.\n";
   script += "set -eu\n";
   if (!mc.MayAdmitFewer()) {
-    script += FetchTopology(mc, opts) + WriteBrokerConfig(mc, opts) +
-              AppendTopology(mc, opts);
+    script += BrokerConfigSteps(mc, opts);
   }
   script += "printf '%s' " + ShellQuote(ShellRc()) + " > " +
             opts.config_mount_path + "/" + kShellRcFile + "\n";
@@ -667,8 +674,7 @@ std::string StartScript(const MiniCluster& mc, const DesiredOptions& opts) {
   script += TrapTerm(mc);
   if (mc.MayAdmitFewer()) {
     script += AdmittedCount(mc, opts);
-    script += FetchTopology(mc, opts) + WriteBrokerConfig(mc, opts) +
-              AppendTopology(mc, opts);
+    script += BrokerConfigSteps(mc, opts);
   }
   if (GatesScheduler(mc)) {
     script += "sched=\ngate=\n[ \"${JOB_COMPLETION_INDEX:-0}\" != 0 ] || ";

@@ -256,8 +256,32 @@ void ReadScheduler(const json& flux, FluxScheduler& scheduler, Errors& errors) {
   scheduler.queue_policy = policy->get<std::string>();
 }
 
+// The size is checked against spec.size in CheckTopologySlice.
 void ReadTopologySlice(const json& topology_spec, Topology& topology,
-                       Errors& errors);
+                       Errors& errors) {
+  auto it = topology_spec.find("slice");
+  if (it == topology_spec.end() || it->is_null()) return;
+  const json& level = kube::FieldAt(*it, "required");
+  const json& size = kube::FieldAt(*it, "size");
+  if (!it->is_object() || !level.is_string() ||
+      !common::IsQualifiedName(level.get<std::string>())) {
+    errors.push_back(fmt::format(
+        "spec.topology.slice.required: must be a node label key at or below "
+        "spec.topology's level (e.g. kubernetes.io/hostname), got {}",
+        Shown(level)));
+    return;
+  }
+  if (!size.is_number_integer() || size.get<int64_t>() < 1) {
+    errors.push_back(fmt::format(
+        "spec.topology.slice.size: must be a whole number of brokers, at "
+        "least 1, that divides spec.size, got {}",
+        Shown(size)));
+    return;
+  }
+  topology.slice_required = level.get<std::string>();
+  topology.slice_size =
+      static_cast<int32_t>(std::min<int64_t>(size.get<int64_t>(), INT32_MAX));
+}
 
 void ReadTopology(const json& spec, Topology& topology, Errors& errors) {
   auto it = spec.find("topology");
@@ -294,48 +318,27 @@ void ReadTopology(const json& spec, Topology& topology, Errors& errors) {
   ReadTopologySlice(*it, topology, errors);
 }
 
-// The size is checked against spec.size in CheckTopologySlice.
-void ReadTopologySlice(const json& topology_spec, Topology& topology,
-                       Errors& errors) {
-  auto it = topology_spec.find("slice");
-  if (it == topology_spec.end() || it->is_null()) return;
-  const json& level = kube::FieldAt(*it, "required");
-  const json& size = kube::FieldAt(*it, "size");
-  if (!it->is_object() || !level.is_string() ||
-      !common::IsQualifiedName(level.get<std::string>())) {
+// Slices of equal size, and a count Kueue cannot shrink (no minSize); a
+// slice with no request is refused by ReadTopology alone.
+void CheckTopologySlice(const MiniClusterSpec& s, Errors& errors) {
+  if (s.topology.slice_size == 0 || s.topology.level().empty()) return;
+  if (s.size % s.topology.slice_size != 0) {
     errors.push_back(fmt::format(
-        "spec.topology.slice.required: must be a node label key at or below "
-        "spec.topology's level (e.g. kubernetes.io/hostname), got {}",
-        Shown(level)));
-    return;
+        "spec.topology.slice.size: {} does not divide spec.size {} (Kueue "
+        "places slices of equal size)",
+        s.topology.slice_size, s.size));
   }
-  if (!size.is_number_integer() || size.get<int64_t>() < 1) {
-    errors.push_back(fmt::format(
-        "spec.topology.slice.size: must be a whole number of brokers, at "
-        "least 1, that divides spec.size, got {}",
-        Shown(size)));
-    return;
+  if (s.min_size.has_value()) {
+    errors.push_back(
+        "spec.topology.slice: not with spec.minSize (Kueue may admit a count "
+        "the slice size does not divide); remove one");
   }
-  topology.slice_required = level.get<std::string>();
-  topology.slice_size =
-      static_cast<int32_t>(std::min<int64_t>(size.get<int64_t>(), INT32_MAX));
 }
 
 // Kueue refuses a pod set with two topology requests: spec.topology's and
 // one a user wrote as a pod annotation (as before spec.topology existed).
 void CheckTopologyAnnotations(const MiniClusterSpec& s, Errors& errors) {
   if (s.topology.level().empty()) return;
-  if (s.topology.slice_size > 0 && s.size % s.topology.slice_size != 0) {
-    errors.push_back(fmt::format(
-        "spec.topology.slice.size: {} does not divide spec.size {} (Kueue "
-        "places slices of equal size)",
-        s.topology.slice_size, s.size));
-  }
-  if (s.topology.slice_size > 0 && s.min_size.has_value()) {
-    errors.push_back(
-        "spec.topology.slice: not with spec.minSize (Kueue may admit a count "
-        "the slice size does not divide); remove one");
-  }
   for (const auto& [key, value] : s.pod.annotations) {
     if (key.starts_with("kueue.x-k8s.io/podset-") &&
         (key.ends_with("-topology") || key.ends_with("-slice-size"))) {
@@ -876,6 +879,7 @@ ParseResult ParseMiniCluster(const json& object) {
   ReadBrokerSettings(fields, mc.spec, errors);
   ReadPodFields(fields, mc.spec, errors);
   ReadTopology(fields, mc.spec.topology, errors);
+  CheckTopologySlice(mc.spec, errors);
   CheckTopologyAnnotations(mc.spec, errors);
   CheckStateMount(mc.spec, errors);
   CheckGraphSize(mc.spec, errors);

@@ -649,7 +649,7 @@ TEST(DesiredJob, MinSizeAsksKueueForPartialAdmissionAndSetsTheQuorum) {
                   {kCompletionsEqualParallelismAnnotation, "true"}}));
   // Kueue sets both to the admitted count; it refuses them unequal.
   EXPECT_EQ(job["spec"]["completions"], job["spec"]["parallelism"]);
-  // The lead's quorum: the admitted count (AdmittedCountWait, below).
+  // The lead's quorum: the admitted count (FileTextWait, below).
   EXPECT_NE(StartScript(Parse(object), DesiredOptions{})
                 .find(" -Sbroker.quorum=$quorum "),
             std::string::npos);
@@ -916,7 +916,7 @@ TEST(StartScript, APersistentLeadGatesItsScheduler) {
 }
 
 // Kueue may admit 2 to 4 brokers: the lead waits for the count the
-// controller gives its pod (AdmittedCountWait, here a file the stand-in
+// controller gives its pod (FileTextWait, here a file the stand-in
 // prints), then waits for that many brokers, excludes the others from its
 // resources and gates its scheduler on the admitted ones. Without a count
 // it starts as before: quorum minSize, nothing excluded, no gate.
